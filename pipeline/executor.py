@@ -1,0 +1,122 @@
+"""Where tasks run: an in-process ``distributed.LocalCluster`` (default), an
+existing scheduler (``cluster.address``) or a synchronous in-process executor
+for debugging.  Outputs never depend on which one is used: every task is a pure
+function of the world, its fixed participant blocks and named streams.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Callable, Iterable
+
+
+class SyncFuture:
+    def __init__(self, fn, args, kwargs):
+        self._fn, self._args, self._kwargs = fn, args, kwargs
+        self._done = False
+        self._value = None
+
+    def result(self):
+        if not self._done:
+            args = [a.result() if isinstance(a, SyncFuture) else a for a in self._args]
+            self._value = self._fn(*args, **self._kwargs)
+            self._done = True
+        return self._value
+
+
+class SyncExecutor:
+    """Runs each task lazily in the calling thread (cluster=sync)."""
+
+    kind = "sync"
+    n_workers = 1
+
+    def submit(self, fn: Callable, *args, key: str | None = None, **kwargs) -> SyncFuture:
+        return SyncFuture(fn, args, kwargs)
+
+    def scatter(self, obj):
+        return obj
+
+    def gather(self, futures: Iterable) -> list:
+        return [f.result() if isinstance(f, SyncFuture) else f for f in futures]
+
+    def close(self):
+        pass
+
+
+class DaskExecutor:
+    """Futures on a ``distributed.Client``.  Task keys are deterministic names so
+    that the dashboard and logs show which world and stage a task belongs to."""
+
+    kind = "dask"
+
+    def __init__(self, client, owns_cluster=None):
+        self.client = client
+        self._cluster = owns_cluster
+
+    @property
+    def n_workers(self) -> int:
+        return max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    def submit(self, fn, *args, key: str | None = None, **kwargs):
+        if key is not None:
+            import uuid
+
+            key = f"{key}-{uuid.uuid4().hex[:8]}"
+        return self.client.submit(fn, *args, key=key, pure=False, **kwargs)
+
+    def scatter(self, obj):
+        return self.client.scatter(obj, broadcast=True, hash=False)
+
+    def gather(self, futures):
+        return self.client.gather(list(futures))
+
+    def close(self):
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self._cluster is not None:
+            with contextlib.suppress(Exception):
+                self._cluster.close()
+
+
+def _silence_distributed_logs():
+    import logging
+
+    for name in ("distributed", "distributed.worker", "distributed.scheduler", "distributed.nanny", "bokeh", "tornado"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def make_executor(cluster_cfg) -> Any:
+    """Build the executor for ``cluster_cfg`` (the ``cluster`` config group)."""
+    kind = cluster_cfg.kind
+    if kind == "sync":
+        return SyncExecutor()
+    _silence_distributed_logs()
+    from distributed import Client, LocalCluster
+
+    if kind == "address":
+        client = Client(cluster_cfg.address, timeout="30s")
+        return DaskExecutor(client)
+    n_workers = cluster_cfg.n_workers or max(1, os.cpu_count() or 1)
+    # Numba kernels parallelise inside a task; one thread per worker process keeps
+    # the machine from being oversubscribed.
+    cluster = LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=int(cluster_cfg.threads_per_worker),
+        processes=True,
+        memory_limit=cluster_cfg.memory_limit,
+        dashboard_address=None,
+        silence_logs=40,
+        env={"NUMBA_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // n_workers)),
+             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
+    client = Client(cluster)
+    return DaskExecutor(client, owns_cluster=cluster)
+
+
+def chunks(seq: list, size: int) -> list:
+    return [seq[i:i + size] for i in range(0, len(seq), size)]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

@@ -1,0 +1,246 @@
+"""The population stage: from the blocks' small per-participant records to the
+latent disease and everything that depends on whole-population quantities
+(standardisation, the top-20 % imaging cut).
+
+Per-block records are concatenated in block order, so every reduction here is
+over the same array whatever the Dask chunking was.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import blocks
+from ..blocks import zscore
+from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, L_AGE, L_BMI,
+                     L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
+                     OTHER_BASE, World)
+from .molecules import finish_moments
+
+
+@dataclass
+class Cohort:
+    """Per-participant vectors for the whole population (length n), plus the
+    population moments the release pass needs."""
+
+    pop: dict
+    protein_mean: np.ndarray
+    protein_sd: np.ndarray
+    transcript_mean: np.ndarray
+    transcript_sd: np.ndarray
+    metabolite_mean: np.ndarray
+    metabolite_sd: np.ndarray
+    z_age: np.ndarray
+    z_bmi: np.ndarray
+    z_exercise: np.ndarray
+    proteins: dict  # protein index -> standardised true abundance at baseline (tracked roles)
+    g_cis: dict  # protein index -> standardised cis genotype
+    latent: np.ndarray
+    latent_late: np.ndarray
+    special: dict  # protein index -> released standardised value at baseline (special equations)
+    special_v2: dict  # protein index -> value at visit 2 (visit-2 rows only)
+    selection_score: np.ndarray
+    imaged: np.ndarray
+    visit2: np.ndarray
+    visit2_years: np.ndarray
+    eval_mask: np.ndarray
+    age_sd: float
+    age_mean: float
+    extras: dict = field(default_factory=dict)
+
+
+def f_driver(world: World, p: np.ndarray) -> np.ndarray:
+    """Hard worlds saturate molecular effects: f(P) = 1.6 tanh(P / 1.6)."""
+    if world.hard:
+        s = float(world.params["bias_params"]["hard"]["saturation"])
+        return s * np.tanh(p / s)
+    return p
+
+
+def driver_sum(world: World, proteins: dict, weights: np.ndarray) -> np.ndarray:
+    r = world.roles
+    total = np.zeros(len(next(iter(proteins.values())))) if proteins else 0.0
+    for p, wgt in zip(r.drivers, weights):
+        total = total + wgt * f_driver(world, proteins[int(p)])
+    if r.interaction is not None:
+        a, b, coef = r.interaction
+        total = total + coef * proteins[a] * proteins[b]
+    return total
+
+
+def assemble(world: World, cores: list) -> Cohort:
+    cores = sorted(cores, key=lambda c: c["block"])
+    n = world.n
+    pop = {k: np.concatenate([c["pop"][k] for c in cores]) for k in cores[0]["pop"]}
+    tracked = world.tracked_proteins()
+    raw = np.concatenate([c["tracked_raw"] for c in cores])
+    gcis = np.concatenate([c["g_cis_tracked"] for c in cores])
+    m_prot = sum_in_order([c["m_prot"] for c in cores])
+    m_tr = sum_in_order([c["m_tr"] for c in cores])
+    m_met = sum_in_order([c["m_met"] for c in cores])
+    p_mean, p_sd = finish_moments(m_prot, n)
+    t_mean, t_sd = finish_moments(m_tr, n)
+    m_mean, m_sd = finish_moments(m_met, n)
+    g_direct = np.concatenate([c["g_direct"] for c in cores])
+    g_poly = np.concatenate([c["g_poly"] for c in cores])
+
+    proteins = {int(p): (raw[:, k] - p_mean[p]) / p_sd[p] for k, p in enumerate(tracked)}
+    g_cis = {int(p): gcis[:, k] for k, p in enumerate(tracked)}
+    z_age, z_bmi, z_ex = zscore(pop["age"]), zscore(pop["bmi"]), zscore(pop["exercise"])
+    bp = world.params["bias_params"]
+    r = world.roles
+
+    # ---- latent severity (S1.2) ---------------------------------------------------
+    l_raw = (L_BMI * z_bmi + L_SMOKING * pop["smoking"] + L_DIRECT * g_direct + L_AGE * z_age
+             + world.latent_residual * blocks.normal(world, "latent_residual"))
+    if r.drivers.size:
+        l_raw = l_raw + driver_sum(world, proteins, r.weights)
+    if world.has("T7"):
+        # the decoy's own cis variant has a direct path to L (exclusion restriction broken)
+        l_raw = l_raw + bp["T7"]["direct"] * g_cis[r.decoys["T7"]]
+    if world.hard:
+        l_raw = l_raw + bp["hard"]["polygenic_sd"] * zscore(g_poly)
+    latent = zscore(l_raw)
+    late = LATE_CARRY * latent
+    if r.drivers.size:
+        late = late + LATE_DRIVERS * driver_sum(world, proteins, r.weights_late)
+    latent_late = zscore(late)
+
+    # ---- special protein equations (decoys that are not ordinary proteins) --------
+    special, special_v2 = {}, {}
+    eps = {}
+    for role, p in world.special_proteins().items():
+        eps[role] = blocks.normal(world, f"special/{role}")
+    h2 = world.protein_h2
+    special_raw_v1 = {}
+    if "T1" in r.decoys:
+        p = r.decoys["T1"]
+        special_raw_v1[p] = bp["T1"]["bmi_loading"] * z_bmi + np.sqrt(h2[p]) * g_cis[p] + bp["T1"]["residual"] * eps["T1"]
+    if "T2" in r.decoys:
+        p = r.decoys["T2"]
+        special_raw_v1[p] = bp["T2"]["latent_loading"] * latent + np.sqrt(h2[p]) * g_cis[p] + bp["T2"]["residual"] * eps["T2"]
+    if r.a9_partner is not None:
+        p = r.a9_partner
+        special_raw_v1[p] = (bp["A9"]["partner_latent"] * latent_late + np.sqrt(h2[p]) * g_cis[p]
+                             + bp["A9"]["partner_residual"] * eps["A9_partner"])
+    special_moments = {}
+    for p, x in special_raw_v1.items():
+        special_moments[p] = (x.mean(), x.std())
+        special[p] = (x - x.mean()) / x.std()
+        proteins[p] = special[p]
+
+    # ---- outcomes need the surrogate; imaging selection needs L and P_sel ---------
+    eval_mask = blocks.uniform(world, "eval_mask") < float(world.params["eval_fraction"])
+    score = (-0.24 * z_age - 0.52 * z_bmi + world.centre_selection[pop["centre"]]
+             + world.ancestry_selection[pop["ancestry"]])
+    t3 = bp["T3"]
+    noise = t3["noise"] * blocks.normal(world, "imaging_selection")
+    if world.has("T3"):
+        eta = t3["eta"]
+        score = score + t3["latent"] * eta * latent + t3["protein"] * eta * proteins[r.decoys["T3"]]
+    score = score + noise
+    order = np.argsort(-score, kind="stable")
+    imaged = np.zeros(n, dtype=bool)
+    imaged[order[: world.n_imaged]] = True
+
+    cohort = Cohort(
+        pop=pop, protein_mean=p_mean, protein_sd=p_sd, transcript_mean=t_mean, transcript_sd=t_sd,
+        metabolite_mean=m_mean, metabolite_sd=m_sd, z_age=z_age, z_bmi=z_bmi, z_exercise=z_ex,
+        proteins=proteins, g_cis=g_cis, latent=latent, latent_late=latent_late, special=special, special_v2=special_v2,
+        selection_score=score, imaged=imaged, visit2=np.zeros(n, bool), visit2_years=np.full(n, np.nan),
+        eval_mask=eval_mask, age_sd=float(pop["age"].std()), age_mean=float(pop["age"].mean()),
+    )
+    cohort.extras["special_moments"] = special_moments
+    cohort.extras["eps"] = eps
+    cohort.extras["g_direct"] = g_direct
+    return cohort
+
+
+def sum_in_order(parts: list) -> np.ndarray:
+    total = np.zeros_like(parts[0])
+    for x in parts:  # fixed block order: float sums are reproducible
+        total = total + x
+    return total
+
+
+# ------------------------------------------------------------------------- outcomes
+
+
+def surrogate_values(world: World, cohort: Cohort) -> np.ndarray:
+    r = world.roles
+    if r.surrogate is None:
+        return np.zeros(world.n)
+    return cohort.proteins[r.surrogate]
+
+
+def simulate_deaths(world: World, cohort: Cohort) -> dict:
+    """Competing cardiac and non-cardiac death times with administrative censoring.
+
+    Cardiac hazard 0.006 exp(0.70 L(t) + 0.45 z(age_t) + 0.35 smoking + 0.15 z(BMI)
+    + 0.40 P_T8) with L(t) = L before year 5 and L_late after, and attained age
+    (z(age_t) = z(age) + t / SD(age)); non-cardiac hazard Gompertz in attained age.
+    Times are drawn by inverting the closed-form cumulative hazards.
+    """
+    pop = cohort.pop
+    t8 = world.params["bias_params"]["T8"]["hazard"] if world.has("T8") else 0.0
+    base = CARDIAC_AGE * cohort.z_age + CARDIAC_SMOKING * pop["smoking"] + CARDIAC_BMI * cohort.z_bmi + t8 * surrogate_values(world, cohort)
+    k = CARDIAC_AGE / cohort.age_sd
+    c1 = CARDIAC_BASE * np.exp(CARDIAC_L * cohort.latent + base)
+    c2 = CARDIAC_BASE * np.exp(CARDIAC_L * cohort.latent_late + base)
+    switch = float(world.params["visit2_years"])
+    e_card = blocks.exponential(world, "death_cardiac")
+    h_switch = c1 * np.expm1(k * switch) / k
+    t_early = np.log1p(k * e_card / c1) / k
+    t_late = np.log(np.exp(k * switch) + k * np.maximum(e_card - h_switch, 0.0) / c2) / k
+    t_card = np.where(e_card < h_switch, t_early, t_late)
+    e_other = blocks.exponential(world, "death_other")
+    a = OTHER_BASE * np.exp(OTHER_AGE_SLOPE * (pop["age"] - OTHER_AGE_CENTRE))
+    t_other = np.log1p(OTHER_AGE_SLOPE * e_other / a) / OTHER_AGE_SLOPE
+    horizon = float(world.params["followup_years"])
+    t_death = np.minimum(t_card, t_other)
+    died = t_death < horizon
+    cause = np.where(~died, "", np.where(t_card <= t_other, "cardiac", "other"))
+    followup = np.where(died, t_death, horizon)
+    return {"died": died, "cause": cause, "followup": followup, "t_death": np.where(died, t_death, np.nan)}
+
+
+def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> None:
+    """A random 20 % of participants, among those alive at their visit-2 date."""
+    n = world.n
+    when = float(world.params["visit2_years"]) + blocks.uniform(world, "visit2_time") - 0.5
+    alive = ~(deaths["died"] & (deaths["followup"] <= when))
+    frac = float(world.params["visit2_fraction"])
+    q = min(1.0, frac * n / max(1, int(alive.sum())))
+    cohort.visit2 = alive & (blocks.uniform(world, "visit2") < q)
+    cohort.visit2_years = np.where(cohort.visit2, when, np.nan)
+
+
+def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
+    """Special proteins at visit 2, standardised with the baseline moments so change is visible."""
+    r = world.roles
+    bp = world.params["bias_params"]
+    v2 = cohort.visit2
+    h2 = world.protein_h2
+    eps_new = {role: blocks.normal(world, f"special_visit2/{role}") for role in world.special_proteins()}
+    eps = cohort.extras["eps"]
+    z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
+    carry = 0.6
+
+    def resid(role):
+        return carry * eps[role] + np.sqrt(1 - carry * carry) * eps_new[role]
+
+    raw = {}
+    if "T1" in r.decoys:
+        p = r.decoys["T1"]
+        raw[p] = bp["T1"]["bmi_loading"] * z_bmi2 + np.sqrt(h2[p]) * cohort.g_cis[p] + bp["T1"]["residual"] * resid("T1")
+    if "T2" in r.decoys:
+        p = r.decoys["T2"]
+        raw[p] = bp["T2"]["latent_loading"] * cohort.latent_late + np.sqrt(h2[p]) * cohort.g_cis[p] + bp["T2"]["residual"] * resid("T2")
+    if r.a9_partner is not None:
+        p = r.a9_partner
+        raw[p] = (bp["A9"]["partner_latent"] * cohort.latent_late + np.sqrt(h2[p]) * cohort.g_cis[p]
+                  + bp["A9"]["partner_residual"] * resid("A9_partner"))
+    for p, x in raw.items():
+        m, s = cohort.extras["special_moments"][p]
+        cohort.special_v2[p] = ((x - m) / s)[v2]

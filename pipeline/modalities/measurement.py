@@ -1,0 +1,56 @@
+"""The measurement process of the molecular assays: missingness, the T9 unit
+mixture at one site, metabolite concentration units, and (hard-messy worlds)
+the data problems of a real biobank.  Applied per block to standardised values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import seeds
+
+MISSING_RATE = {"transcriptomics": 0.002, "metabolomics": 0.01}
+# Metabolites are released as concentrations (mmol/L): value = mu exp(sigma z).
+# In hard-messy worlds one laboratory (a fixed set of centres) reports mg/dL.
+MESSY_LAB_CENTRES = (1, 4, 7)
+
+
+def metabolite_units(world) -> tuple:
+    rng = seeds.stream(world.seed, "world/metabolite_units")
+    mu = np.round(np.exp(rng.normal(-0.5, 1.0, world.n_metabolites)), 4)
+    sigma = rng.uniform(0.2, 0.5, world.n_metabolites)
+    molar_mass = rng.uniform(60.0, 400.0, world.n_metabolites)  # g/mol, for mmol/L -> mg/dL
+    return mu, sigma, molar_mass
+
+
+def apply(world, b: int, values: np.ndarray, pop: dict, table: str, rows: np.ndarray | None = None) -> np.ndarray:
+    """Return the released values for one block (``rows`` selects visit-2 members)."""
+    values = values.copy()
+    lo, hi = world.block_range(b)
+    n_block = hi - lo
+    r = world.roles
+    if table.startswith("proteomics") and world.t9_centre is not None:
+        at_site = pop["centre"] == world.t9_centre
+        p = r.decoys["T9"]
+        t9 = world.params["bias_params"]["T9"]
+        values[at_site, p] = t9["scale"] * values[at_site, p] + t9["offset"]
+    rate = world.params["protein_missing"] if table.startswith("proteomics") else MISSING_RATE[table]
+    u = seeds.stream(world.seed, f"missing/{table}", b).random((n_block, values.shape[1]))
+    if rows is not None:
+        u = u[rows]
+    if world.messy and table.startswith("proteomics"):
+        # heavier and not at random: samples from heavier participants fail more often
+        m = world.params["bias_params"]["messy"]
+        z_bmi = (pop["bmi"] - 28.3) / 5.1
+        logit = np.log(m["protein_missing_base"] / (1 - m["protein_missing_base"])) + m["protein_missing_bmi"] * z_bmi
+        missing = u < (1.0 / (1.0 + np.exp(-logit)))[:, None]
+    else:
+        missing = u < rate
+    if table == "metabolomics":
+        mu, sigma, molar_mass = metabolite_units(world)
+        values = mu * np.exp(sigma * values)
+        if world.messy:
+            lab = np.isin(pop["centre"], MESSY_LAB_CENTRES)
+            values[lab] = values[lab] * molar_mass / 10.0
+        values = np.round(values, 4)
+    values[missing] = np.nan
+    return values

@@ -1,0 +1,119 @@
+"""Proteins, transcripts and metabolites (S1.1) for one participant block.
+
+Ordinary protein p:  z[sqrt(h2_p) G_cis(p) + I_p sqrt(0.01) G_master(p) + F lambda_p
+                       + 0.01 (age - 55) + 0.10 sex + 0.02 (BMI - 27) + 0.8 eps].
+Transcript g (paired with protein p): a concordance-weighted mix of the protein's
+biological part and the transcript's own genetic/factor/residual part, plus its
+own covariate terms, so r(protein, transcript) is about the concordance c_g
+without a fixed transcript-to-protein causal link.
+Metabolite m: z[sqrt(h2_m) G_cis(m) + F lambda_m + covariates + 0.8 eps].
+
+z[.] needs population moments, so a block first returns raw values and their
+(sum, sum of squares); the release pass recomputes the raw values from the same
+streams and standardises them with the combined moments.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import seeds
+from ..world import PROTEIN_COVARIATES as PC
+from ..world import PROTEIN_RESIDUAL, TRANS_EFFECT
+
+VISIT2_FACTOR_CARRY = 0.85  # corr of the shared factors between visits
+VISIT2_RESID_CARRY = 0.60  # corr of assay/biological residuals between visits
+
+
+def haplotypes(world, b: int) -> np.ndarray:
+    """int8 [n, 2, variants] for block ``b``."""
+    from kernels.genotypes import simulate_haplotypes
+
+    lo, hi = world.block_range(b)
+    return simulate_haplotypes(seeds.block_key(world.seed, "genotypes", b), hi - lo, world.rho, world.threshold)
+
+
+def standardised_genotypes(world, dosage: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """(dosage - 2q) / sqrt(2q(1-q)) for the given variant columns, float64 [n, len(columns)]."""
+    q = world.af[columns]
+    return (dosage[:, columns] - 2.0 * q) / np.sqrt(2.0 * q * (1.0 - q))
+
+
+def _covariate_terms(pop, age_shift=0.0, bmi=None):
+    bmi = pop["bmi"] if bmi is None else bmi
+    return (PC["age"] * (pop["age"] + age_shift - PC["age_centre"]) + PC["sex"] * pop["sex"]
+            + PC["bmi"] * (bmi - PC["bmi_centre"]))
+
+
+class BlockMolecules:
+    """Raw (unstandardised) molecular values of one block, visit 1 and visit 2."""
+
+    def __init__(self, world, b: int, pop: dict, dosage: np.ndarray):
+        self.world, self.b, self.pop = world, b, pop
+        n = dosage.shape[0]
+        P, M = world.n_proteins, world.n_metabolites
+        F = world.protein_loadings.shape[1]
+        s = world.seed
+        self.factors = seeds.stream(s, "factors", b).standard_normal((n, F))
+        self.protein_resid = seeds.stream(s, "protein_residual", b).standard_normal((n, P))
+        used = np.unique(np.concatenate([world.protein_cis, world.master_variants, world.metabolite_cis]))
+        gs = np.zeros((n, world.n_variants))
+        gs[:, used] = standardised_genotypes(world, dosage, used)
+        self.gs = gs
+        master = world.protein_master
+        trans = np.where(master >= 0, TRANS_EFFECT * gs[:, np.maximum(master, 0)], 0.0)
+        # the protein's biological part (everything but the covariate terms)
+        self.protein_bio = (np.sqrt(world.protein_h2) * gs[:, world.protein_cis] + trans
+                            + self.factors @ world.protein_loadings.T + PROTEIN_RESIDUAL * self.protein_resid)
+        self.cov = _covariate_terms(pop)[:, None]
+
+    def proteins_raw(self) -> np.ndarray:
+        return self.protein_bio + self.cov
+
+    def transcripts_raw(self) -> np.ndarray:
+        w, s, b = self.world, self.world.seed, self.b
+        n = self.protein_bio.shape[0]
+        resid = seeds.stream(s, "transcript_residual", b).standard_normal((n, w.n_proteins))
+        tm = w.transcript_master
+        trans = np.where(tm >= 0, TRANS_EFFECT * self.gs[:, np.maximum(tm, 0)], 0.0)
+        own = (w.transcript_cis * self.gs[:, w.protein_cis] + trans
+               + self.factors @ w.transcript_loadings.T + PROTEIN_RESIDUAL * resid)
+        c = w.transcript_concordance
+        covs = np.column_stack([self.pop["age"] - PC["age_centre"], self.pop["sex"], self.pop["bmi"] - PC["bmi_centre"]])
+        return c * self.protein_bio + np.sqrt(1.0 - c * c) * own + covs @ w.transcript_cov.T
+
+    def metabolites_raw(self) -> np.ndarray:
+        w, s, b = self.world, self.world.seed, self.b
+        n = self.protein_bio.shape[0]
+        resid = seeds.stream(s, "metabolite_residual", b).standard_normal((n, w.n_metabolites))
+        covs = np.column_stack([self.pop["age"] - PC["age_centre"], self.pop["sex"], self.pop["bmi"] - PC["bmi_centre"]])
+        return (np.sqrt(w.metabolite_h2) * self.gs[:, w.metabolite_cis] + self.factors @ w.metabolite_loadings.T
+                + covs @ w.metabolite_cov.T + PROTEIN_RESIDUAL * resid)
+
+    def proteins_visit2_raw(self, rows: np.ndarray, age_shift: np.ndarray, bmi2: np.ndarray) -> np.ndarray:
+        """Ordinary protein equation five years on for the block rows ``rows``:
+        genetics fixed, factors and residuals partly renewed, covariates updated."""
+        w, s, b = self.world, self.world.seed, self.b
+        n = self.protein_bio.shape[0]
+        # Drawn for the whole block so a participant's values do not depend on who else attended.
+        f_new = seeds.stream(s, "factors_visit2", b).standard_normal(self.factors.shape)
+        r_new = seeds.stream(s, "protein_residual_visit2", b).standard_normal((n, w.n_proteins))
+        k1, k2 = VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
+        f2 = k1 * self.factors[rows] + np.sqrt(1 - k1 * k1) * f_new[rows]
+        r2 = k2 * self.protein_resid[rows] + np.sqrt(1 - k2 * k2) * r_new[rows]
+        master = w.protein_master
+        gs = self.gs[rows]
+        trans = np.where(master >= 0, TRANS_EFFECT * gs[:, np.maximum(master, 0)], 0.0)
+        bio = (np.sqrt(w.protein_h2) * gs[:, w.protein_cis] + trans + f2 @ w.protein_loadings.T + PROTEIN_RESIDUAL * r2)
+        pop_rows = {k: v[rows] for k, v in self.pop.items()}
+        return bio + _covariate_terms(pop_rows, age_shift=age_shift, bmi=bmi2)[:, None]
+
+
+def moments(x: np.ndarray) -> np.ndarray:
+    """[2, columns] float64: column sums and sums of squares (combined in block order)."""
+    return np.stack([x.sum(axis=0), np.square(x).sum(axis=0)])
+
+
+def finish_moments(total: np.ndarray, n: int) -> tuple:
+    mean = total[0] / n
+    var = np.maximum(total[1] / n - mean * mean, 1e-12)
+    return mean, np.sqrt(var)

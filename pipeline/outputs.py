@@ -1,0 +1,72 @@
+"""The output tree of one world, on any fsspec filesystem:
+
+    <out>/<id>/release/   what an agent or analyst may read
+    <out>/<id>/sealed/    truth, latent, oracle, config with seed (scorer/oracle only)
+    <out>/<id>/.build/    work-in-progress partitions (removed when the build completes)
+
+Files are written under a ``.wip`` name and renamed when complete, so a
+half-written file never looks done.
+"""
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+
+import fsspec
+
+
+class Output:
+    def __init__(self, out_url: str, world_id: str):
+        self.out_url = str(out_url)
+        self.fs, root = fsspec.core.url_to_fs(self.out_url)
+        self.root = posixpath.join(root.rstrip("/") or "/", world_id) if root else world_id
+        self.release = posixpath.join(self.root, "release")
+        self.sealed = posixpath.join(self.root, "sealed")
+        self.work = posixpath.join(self.root, ".build")
+
+    @property
+    def protocol(self) -> str:
+        p = self.fs.protocol
+        return p[0] if isinstance(p, (tuple, list)) else p
+
+    @property
+    def shared_between_processes(self) -> bool:
+        """memory:// lives inside one process; everything else is visible to workers."""
+        return self.protocol != "memory"
+
+    def url(self, path: str) -> str:
+        """A URL for ``path`` that other libraries (zarr, fsspec.open) understand."""
+        if self.protocol in ("file", "local"):
+            return path
+        return f"{self.protocol}://{path.lstrip('/')}" if self.protocol != "memory" else f"memory://{path}"
+
+    def makedirs(self, path: str) -> None:
+        self.fs.makedirs(path, exist_ok=True)
+
+    def exists(self, path: str) -> bool:
+        return self.fs.exists(path)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self.makedirs(posixpath.dirname(path))
+        tmp = path + ".wip"
+        with self.fs.open(tmp, "wb") as fh:
+            fh.write(data)
+        self.fs.mv(tmp, path)
+
+    def write_text(self, path: str, text: str) -> None:
+        self.write_bytes(path, text.encode("utf-8"))
+
+    def write_json(self, path: str, obj) -> None:
+        self.write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+    def read_bytes(self, path: str) -> bytes:
+        with self.fs.open(path, "rb") as fh:
+            return fh.read()
+
+    def rm(self, path: str, recursive: bool = True) -> None:
+        if self.fs.exists(path):
+            self.fs.rm(path, recursive=recursive)
+
+    def buffer(self) -> io.BytesIO:
+        return io.BytesIO()

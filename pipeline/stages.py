@@ -1,0 +1,166 @@
+"""Task functions of the build graph.  Each is a top-level (picklable) pure
+function of the world, a list of fixed participant blocks and small context,
+so it can run on any worker in any order and give the same bytes.
+
+Stages (in data-flow order, no stage importing a later one):
+  core      population + genotypes (written to the genotype store) + molecule moments
+  omics     standardised proteomics / transcriptomics / metabolomics partitions
+  assemble  partitions -> one Parquet file per table (one row group per 10 blocks)
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import posixpath
+import time
+
+import numpy as np
+
+from .modalities import molecules
+from .modalities.population import population_block
+from .outputs import Output
+
+OMICS_TABLES = ("proteomics", "transcriptomics", "metabolomics", "proteomics_visit2")
+
+
+def _timed(stats: dict, name: str, t0: float) -> float:
+    t1 = time.perf_counter()
+    stats[name] = stats.get(name, 0.0) + (t1 - t0)
+    return t1
+
+
+def core_task(world, block_ids: list, geno_url: str | None) -> list:
+    """Population, haplotypes (written to the genotype store) and the per-block
+    records the population stage needs."""
+    out = []
+    tracked = world.tracked_proteins()
+    for b in block_ids:
+        stats: dict = {}
+        t = time.perf_counter()
+        pop = population_block(world, b)
+        t = _timed(stats, "population", t)
+        hap = molecules.haplotypes(world, b)  # [n, 2, v]
+        t = _timed(stats, "genotypes", t)
+        if geno_url is not None:
+            from .writers.release import genozarr
+
+            lo, _ = world.block_range(b)
+            genozarr.write_sample_block(geno_url, lo, np.ascontiguousarray(hap.transpose(2, 0, 1)))
+            t = _timed(stats, "genotype_zarr", t)
+        dosage = hap[:, 0, :] + hap[:, 1, :]
+        mol = molecules.BlockMolecules(world, b, pop, dosage)
+        prot = mol.proteins_raw()
+        poly = molecules.standardised_genotypes(world, dosage, world.polygenic_variants) @ world.polygenic_effects
+        rec = dict(
+            block=b, pop=pop,
+            tracked_raw=prot[:, tracked],
+            g_cis_tracked=mol.gs[:, world.protein_cis[tracked]],
+            g_direct=molecules.standardised_genotypes(world, dosage, np.array([world.direct_variant]))[:, 0],
+            g_poly=poly,
+            m_prot=molecules.moments(prot),
+            m_tr=molecules.moments(mol.transcripts_raw()),
+            m_met=molecules.moments(mol.metabolites_raw()),
+        )
+        _timed(stats, "molecules", t)
+        rec["timing"] = stats
+        out.append(rec)
+    return out
+
+
+def _save_partition(output: Output, table: str, b: int, arr: np.ndarray) -> str:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    data = buf.getvalue()
+    path = posixpath.join(output.work, table, f"p{b:05d}.npy")
+    output.write_bytes(path, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: str) -> dict:
+    """Standardised molecular tables for each block, saved as work partitions.
+
+    ``shared`` holds the population moments; ``per_block[b]`` the block's special
+    protein values, visit-2 rows and measurement-process details computed by the
+    population stage.
+    """
+    output = Output(out_url, world.id)
+    hashes, stats = {}, {}
+    for b in block_ids:
+        t = time.perf_counter()
+        ctx = per_block[b]
+        pop = population_block(world, b)
+        hap = molecules.haplotypes(world, b)
+        dosage = hap[:, 0, :] + hap[:, 1, :]
+        mol = molecules.BlockMolecules(world, b, pop, dosage)
+        prot = (mol.proteins_raw() - shared["protein_mean"]) / shared["protein_sd"]
+        for p, vals in ctx["special"].items():
+            prot[:, p] = vals
+        tr = (mol.transcripts_raw() - shared["transcript_mean"]) / shared["transcript_sd"]
+        met = (mol.metabolites_raw() - shared["metabolite_mean"]) / shared["metabolite_sd"]
+        rows = ctx["visit2_rows"]
+        prot2 = (mol.proteins_visit2_raw(rows, ctx["visit2_years"], ctx["visit2_bmi"]) - shared["protein_mean"]) / shared["protein_sd"]
+        for p, vals in ctx["special_v2"].items():
+            prot2[:, p] = vals
+        t = _timed(stats, "molecules", t)
+        measure = shared["measure"]
+        prot = measure(world, b, prot, pop, "proteomics")
+        prot2 = measure(world, b, prot2, {k: v[rows] for k, v in pop.items()}, "proteomics_visit2", rows=rows)
+        tr = measure(world, b, tr, pop, "transcriptomics")
+        met = measure(world, b, met, pop, "metabolomics")
+        for name, arr in (("proteomics", prot), ("transcriptomics", tr), ("metabolomics", met), ("proteomics_visit2", prot2)):
+            hashes[(name, b)] = _save_partition(output, name, b, arr.astype(np.float32))
+        _timed(stats, "omics_write", t)
+    return {"hashes": hashes, "timing": stats}
+
+
+def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, columns: list,
+                     row_ids: list, dest: str, row_group_blocks: int = 10) -> dict:
+    """Concatenate a table's block partitions into one Parquet file, one row group
+    per ``row_group_blocks`` blocks, and remove the partitions."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .writers.release.parquet import writer_options
+
+    output = Output(out_url, world_id)
+    t0 = time.perf_counter()
+    tmp = dest + ".wip"
+    output.makedirs(posixpath.dirname(dest))
+    writer = None
+    offset = 0
+    h = hashlib.sha256()
+    with output.fs.open(tmp, "wb") as fh:
+        for g in range(0, n_blocks, row_group_blocks):
+            arrays = []
+            for b in range(g, min(n_blocks, g + row_group_blocks)):
+                with output.fs.open(posixpath.join(output.work, table, f"p{b:05d}.npy"), "rb") as pf:
+                    arrays.append(np.load(io.BytesIO(pf.read())))
+            block = np.concatenate(arrays) if arrays else np.empty((0, len(columns)), np.float32)
+            ids = row_ids[offset: offset + len(block)]
+            offset += len(block)
+            df = pd.DataFrame(block, columns=columns, index=pd.Index(ids, name="subject_id", dtype=object))
+            tbl = pa.Table.from_pandas(df, preserve_index=True)
+            if writer is None:
+                writer = pq.ParquetWriter(fh, tbl.schema, **writer_options(tbl.schema))
+            writer.write_table(tbl, row_group_size=len(tbl) or 1)
+        if writer is None:
+            df = pd.DataFrame(np.empty((0, len(columns)), np.float32), columns=columns,
+                              index=pd.Index([], name="subject_id", dtype=object))
+            tbl = pa.Table.from_pandas(df, preserve_index=True)
+            writer = pq.ParquetWriter(fh, tbl.schema, **writer_options(tbl.schema))
+            writer.write_table(tbl)
+        writer.close()
+    output.fs.mv(tmp, dest)
+    with output.fs.open(dest, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    output.rm(posixpath.join(output.work, table))
+    return {"table": table, "sha256": h.hexdigest(), "seconds": time.perf_counter() - t0}
+
+
+def block_groups(world, chunk_blocks: int) -> list:
+    ids = list(range(world.n_blocks))
+    return [ids[i:i + chunk_blocks] for i in range(0, len(ids), chunk_blocks)]
+
+

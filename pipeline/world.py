@@ -1,0 +1,457 @@
+"""The hidden structural causal model of one world, sampled once from its
+resolved config and seed (Supplementary Methods S1; SPEC section 4).
+
+Everything here is world-level: identifiers, the genome map, allele
+frequencies, instrument assignments and strengths, factor loadings, roles
+(drivers, decoys, pair partners, surrogate) and every bias parameter.
+Participant-level values are generated block by block in
+``pipeline.modalities`` from these parameters and named random streams.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from . import seeds
+from .config import BLOCK_SIZE, DECOY_MECHANISM, Resolved
+
+# GRCh38 autosome lengths: the variant map spreads over a human-sized genome so that
+# physical distances (and hence LD) are on a realistic scale.
+CHROM_LENGTHS = np.array([
+    248956422, 242193529, 198295559, 190214555, 181538259, 170805979, 159345973,
+    145138636, 138394717, 133797422, 135086622, 133275309, 114364328, 107043718,
+    101991189, 90338345, 83257441, 80373285, 58617616, 64444167, 46709983, 50818468,
+], dtype=np.int64)
+CONTIGS = [str(i) for i in range(1, 23)]
+
+# S1.1 population.
+AGE_MEAN, AGE_SD, AGE_LO, AGE_HI = 59.147, 9.245, 45.0, 84.0
+MALE_P = 0.4804
+BMI_CENTRE, BMI_RESID_SD = 28.3006, 5.05
+AF_FLOOR, AF_A, AF_B = 0.034381, 0.734507, 1.064551
+LD_DECAY_BP = 110_000.0
+# Genomic spacing mixture: a fraction of gaps are short (clustered variants in LD),
+# the rest spread the remaining variants over the chromosome.
+CLUSTER_FRACTION, CLUSTER_GAP_BP = 0.6, 8_000.0
+PROTEIN_COVARIATES = dict(age=0.01, age_centre=55.0, sex=0.10, bmi=0.02, bmi_centre=27.0)
+TRANS_EFFECT = np.sqrt(0.01)
+PROTEIN_RESIDUAL = 0.8
+SMOKING_PREVALENCE = 0.12
+# UK Biobank assessment-centre codes (field 54) and ancestry groups (field 21000, top level).
+CENTRE_CODES = np.array([11010, 11011, 11012, 11013, 11014, 11016, 11017, 11018, 11020, 11021])
+ANCESTRY_CODES = np.array([1, 2, 3, 4, 5, 6])
+ANCESTRY_BASE_P = np.array([0.86, 0.02, 0.05, 0.04, 0.01, 0.02])
+# L's covariate terms (S1.2).
+L_BMI, L_SMOKING, L_DIRECT, L_AGE = 0.15, 0.10, 0.12, 0.08
+# Late severity (S1.3): L_late = z[0.75 L + 0.35 sum w_late P].
+LATE_CARRY, LATE_DRIVERS = 0.75, 0.35
+# Cardiac hazard (S1.4 T8 form) and an age-driven non-cardiac Gompertz hazard.
+CARDIAC_BASE, CARDIAC_L, CARDIAC_AGE, CARDIAC_SMOKING, CARDIAC_BMI = 0.006, 0.70, 0.45, 0.35, 0.15
+# Calibrated once against S1.1's age distribution so that non-cardiac deaths are
+# about 4,558 / 54,000 over 12 years (the paper's anchor).
+OTHER_BASE, OTHER_AGE_SLOPE, OTHER_AGE_CENTRE = 0.0037, 0.085, 60.0
+
+
+@dataclass
+class Roles:
+    drivers: np.ndarray  # protein indices
+    weights: np.ndarray  # baseline weights w
+    weights_late: np.ndarray
+    delayed: np.ndarray  # bool per driver
+    decoys: dict  # bias -> protein index (T1, T2, T3, T7, T9)
+    t4_partner: Optional[int]
+    t4_causal: Optional[int]
+    a9_partner: Optional[int]
+    a9_causal: Optional[int]
+    surrogate: Optional[int]
+    interaction: Optional[tuple]  # (i, j, coef) protein indices of the two strongest drivers
+
+
+@dataclass
+class World:
+    """All world-level parameters of the hidden model."""
+
+    id: str
+    seed: int
+    archetype: str
+    hard: bool
+    messy: bool
+    biases: tuple
+    n: int
+    n_imaged: int
+    n_proteins: int
+    n_variants: int
+    n_metabolites: int
+    params: dict  # plain copy of the world config (bias parameters and all)
+    # genome
+    contig: np.ndarray  # int8 index into CONTIGS, per variant
+    position: np.ndarray  # int64
+    variant_id: np.ndarray  # object str
+    ref: np.ndarray
+    alt: np.ndarray
+    af: np.ndarray  # ALT allele frequency q
+    rho: np.ndarray  # latent AR(1) correlation with the previous variant (0 at a contig start)
+    threshold: np.ndarray  # latent threshold: ALT when z < Phi^-1(q)
+    # molecules
+    protein_cis: np.ndarray  # variant index per protein
+    protein_h2: np.ndarray
+    protein_master: np.ndarray  # variant index or -1
+    protein_loadings: np.ndarray  # [P, F]
+    transcript_concordance: np.ndarray  # [P]
+    transcript_cis: np.ndarray  # own cis coefficient
+    transcript_master: np.ndarray
+    transcript_loadings: np.ndarray  # [P, F] own loadings (mixed with the protein's by concordance)
+    transcript_cov: np.ndarray  # [P, 3] own covariate coefficients (age, sex, bmi)
+    metabolite_cis: np.ndarray
+    metabolite_h2: np.ndarray
+    metabolite_loadings: np.ndarray
+    metabolite_cov: np.ndarray
+    master_variants: np.ndarray
+    direct_variant: int
+    polygenic_variants: np.ndarray
+    polygenic_effects: np.ndarray
+    roles: Roles
+    # population structure
+    centre_p: np.ndarray
+    centre_age_shift: np.ndarray
+    centre_bmi_shift: np.ndarray
+    centre_smoking_logodds: np.ndarray
+    centre_ancestry_p: np.ndarray  # [C, A]
+    centre_selection: np.ndarray  # r_centre in the imaging-selection score
+    ancestry_selection: np.ndarray  # s_ancestry
+    t9_centre: Optional[int]
+    site_fields: Optional[np.ndarray]  # T5 parameters per imaging site
+    oracle_key: str = ""
+    extras: dict = field(default_factory=dict)
+
+    # -- identifiers ---------------------------------------------------------------
+    @property
+    def subject_width(self) -> int:
+        return max(5, len(str(self.n - 1)))
+
+    def subject_ids(self, start: int = 0, stop: Optional[int] = None) -> np.ndarray:
+        stop = self.n if stop is None else stop
+        w = self.subject_width
+        return np.array([f"SUBJ_{i:0{w}d}" for i in range(start, stop)], dtype=object)
+
+    @property
+    def protein_ids(self) -> list:
+        return [f"PROT_{i:04d}" for i in range(self.n_proteins)]
+
+    @property
+    def transcript_ids(self) -> list:
+        return [f"TRANS_{i:04d}" for i in range(self.n_proteins)]
+
+    @property
+    def metabolite_ids(self) -> list:
+        return [f"MET_{i:04d}" for i in range(self.n_metabolites)]
+
+    @property
+    def n_blocks(self) -> int:
+        return -(-self.n // BLOCK_SIZE)
+
+    def block_range(self, b: int) -> tuple:
+        return b * BLOCK_SIZE, min(self.n, (b + 1) * BLOCK_SIZE)
+
+    def has(self, bias: str) -> bool:
+        return bias in self.biases
+
+    @property
+    def latent_residual(self) -> float:
+        return float(self.params["bias_params"]["hard"]["residual"] if self.hard else self.params["latent_residual"])
+
+    @property
+    def contig_starts(self) -> np.ndarray:
+        """Index of the first variant of each contig, plus n_variants at the end."""
+        return np.searchsorted(self.contig, np.arange(len(CONTIGS) + 1)).astype(np.int64)
+
+    def special_proteins(self) -> dict:
+        """Proteins whose abundance does not follow the ordinary equation (role -> index)."""
+        r = self.roles
+        out = {}
+        if "T1" in r.decoys:
+            out["T1"] = r.decoys["T1"]
+        if "T2" in r.decoys:
+            out["T2"] = r.decoys["T2"]
+        if r.a9_partner is not None:
+            out["A9_partner"] = r.a9_partner
+        return out
+
+    def tracked_proteins(self) -> np.ndarray:
+        """Proteins whose per-participant values the population stage keeps (roles)."""
+        r = self.roles
+        idx = list(r.drivers) + list(r.decoys.values())
+        for v in (r.t4_partner, r.a9_partner, r.surrogate):
+            if v is not None:
+                idx.append(v)
+        return np.array(sorted(set(int(i) for i in idx)), dtype=np.int64)
+
+
+# ------------------------------------------------------------------------- sampling
+
+
+def _genome(rng, n_variants):
+    share = CHROM_LENGTHS / CHROM_LENGTHS.sum()
+    counts = np.maximum(1, np.floor(share * n_variants).astype(int))
+    # hand out the remainder to the largest fractional parts (deterministic order)
+    rem = n_variants - counts.sum()
+    order = np.argsort(-(share * n_variants - np.floor(share * n_variants)), kind="stable")
+    counts[order[:rem]] += 1
+    contig, position = [], []
+    for c, (k, length) in enumerate(zip(counts, CHROM_LENGTHS)):
+        mean_far = max((0.9 * length / k - CLUSTER_FRACTION * CLUSTER_GAP_BP) / (1 - CLUSTER_FRACTION), 2 * CLUSTER_GAP_BP)
+        clustered = rng.random(k) < CLUSTER_FRACTION
+        gaps = np.where(clustered, rng.exponential(CLUSTER_GAP_BP, k), rng.exponential(mean_far, k))
+        gaps = np.maximum(gaps, 1.0)
+        start = rng.uniform(0.01, 0.03) * length
+        pos = start + np.cumsum(gaps) - gaps[0]
+        if pos[-1] > 0.99 * length:  # keep inside the chromosome, preserving relative spacing
+            pos = start + (pos - start) * (0.99 * length - start) / (pos[-1] - start)
+        pos = np.round(pos).astype(np.int64)
+        pos = np.maximum.accumulate(pos + np.arange(k))  # strictly increasing
+        contig.append(np.full(k, c, dtype=np.int8))
+        position.append(pos)
+    contig = np.concatenate(contig)
+    position = np.concatenate(position)
+    af = AF_FLOOR + (0.5 - AF_FLOOR) * rng.beta(AF_A, AF_B, n_variants)
+    from scipy.special import ndtri
+
+    threshold = ndtri(af)
+    rho = np.zeros(n_variants)
+    same = contig[1:] == contig[:-1]
+    rho[1:] = np.where(same, np.exp(-np.abs(np.diff(position)) / LD_DECAY_BP), 0.0)
+    bases = np.array(list("ACGT"))
+    ref_i = rng.integers(0, 4, n_variants)
+    alt_i = (ref_i + rng.integers(1, 4, n_variants)) % 4
+    variant_id = np.array([f"rs{100000 + i}" for i in range(n_variants)], dtype=object)
+    return contig, position, variant_id, bases[ref_i].astype(object), bases[alt_i].astype(object), af, rho, threshold
+
+
+def _near(position, contig, idx, window_bp):
+    """Variants within ``window_bp`` of any variant in ``idx`` (same contig)."""
+    mask = np.zeros(len(position), dtype=bool)
+    for i in idx:
+        mask |= (contig == contig[i]) & (np.abs(position - position[i]) <= window_bp)
+    return mask
+
+
+def sample_world(resolved: Resolved) -> World:
+    cfg = resolved.cfg
+    w, s = cfg.world, cfg.scale
+    from omegaconf import OmegaConf
+
+    params = OmegaConf.to_container(w, resolve=True)
+    seed = resolved.seed
+    rng = seeds.stream(seed, "world")
+    biases = tuple(b for b in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "A9") if b in w.biases)
+    P, V, M = int(s.proteins), int(s.variants), int(s.metabolites)
+
+    contig, position, variant_id, ref, alt, af, rho, threshold = _genome(seeds.stream(seed, "world/genome"), V)
+
+    # ---- roles on random identifiers -------------------------------------------------
+    rrng = seeds.stream(seed, "world/roles")
+    n_drivers = int(w.n_drivers)
+    role_names = [f"driver{i}" for i in range(n_drivers)]
+    role_names += [b for b in ("T1", "T2", "T3", "T7", "T9") if b in biases]
+    if "T4" in biases:
+        role_names.append("T4_partner")
+    if "A9" in biases:
+        role_names.append("A9_partner")
+    if "T8" in biases:
+        role_names.append("T8")
+    picked = rrng.choice(P, size=len(role_names), replace=False)
+    role_of = dict(zip(role_names, (int(x) for x in picked)))
+    drivers = np.array([role_of[f"driver{i}"] for i in range(n_drivers)], dtype=np.int64)
+    lo, hi = w.driver_weight
+    mags = rrng.uniform(lo, hi, n_drivers)
+    signs = np.where(rrng.random(n_drivers) < 0.5, -1.0, 1.0)
+    weights = mags * signs
+    weights_late = weights.copy()
+    delayed = np.zeros(n_drivers, dtype=bool)
+    a9_causal = a9_partner = None
+    if "A9" in biases:
+        # The delayed driver is driver 0 (its identifier is random already).
+        k = 0
+        others = np.abs(np.delete(weights, k))
+        ratio = rrng.uniform(*w.bias_params.A9.late_ratio)
+        frac = rrng.uniform(*w.bias_params.A9.base_fraction)
+        sign = -1.0 if rrng.random() < 0.5 else 1.0
+        weights_late[k] = sign * ratio * others.max()
+        weights[k] = frac * weights_late[k]
+        delayed[k] = True
+        a9_causal = int(drivers[k])
+        a9_partner = role_of["A9_partner"]
+    t4_causal = t4_partner = None
+    if "T4" in biases:
+        # The T4 causal member is a non-delayed driver.
+        k = 1 if (delayed[0] and n_drivers > 1) else 0
+        t4_causal = int(drivers[k])
+        t4_partner = role_of["T4_partner"]
+    decoys = {b: role_of[b] for b in ("T1", "T2", "T3", "T7", "T9") if b in biases}
+    surrogate = role_of.get("T8")
+    interaction = None
+    if w.hard and n_drivers >= 2:
+        strongest = np.argsort(-np.abs(weights), kind="stable")[:2]
+        coef = w.bias_params.hard.interaction * float(np.min(np.abs(weights[strongest])))
+        interaction = (int(drivers[strongest[0]]), int(drivers[strongest[1]]), coef)
+    roles = Roles(drivers, weights, weights_late, delayed, decoys, t4_partner, t4_causal, a9_partner, a9_causal, surrogate, interaction)
+
+    # ---- instruments ----------------------------------------------------------------
+    irng = seeds.stream(seed, "world/instruments")
+    n_master = max(2, int(round(V / 800)))
+    all_idx = np.arange(V)
+    master_variants = np.sort(irng.choice(V, size=n_master, replace=False))
+    protein_cis = np.full(P, -1, dtype=np.int64)
+    # Role proteins get private loci: a driver's cis variant (and its LD neighbourhood)
+    # is shared with nothing except, in T4 worlds, its planted partner.
+    exclusive = [int(x) for x in drivers] + list(decoys.values()) + [x for x in (a9_partner, surrogate) if x is not None]
+    taken = np.zeros(V, dtype=bool)
+    taken[master_variants] = True
+    for p in exclusive:
+        free = all_idx[~taken]
+        v = int(irng.choice(free))
+        protein_cis[p] = v
+        taken |= _near(position, contig, [v], 100_000)
+    direct_pool = all_idx[~taken]
+    direct_variant = int(irng.choice(direct_pool))
+    taken |= _near(position, contig, [direct_variant], 100_000)
+    if t4_partner is not None:
+        protein_cis[t4_partner] = protein_cis[t4_causal]
+    ordinary_pool = all_idx[~taken]
+    rest = np.flatnonzero(protein_cis < 0)
+    # Ordinary proteins draw loci with replacement: shared loci occur naturally, as in the
+    # paper's worlds, so a shared locus alone does not mark a planted pair.
+    protein_cis[rest] = irng.choice(ordinary_pool, size=len(rest), replace=True)
+    h_lo, h_hi = w.cis_h2
+    protein_h2 = irng.uniform(h_lo, h_hi, P)
+    if a9_causal is not None:
+        protein_h2[a9_causal] = w.bias_params.A9.driver_h2
+    has_trans = irng.random(P) < w.trans_fraction
+    protein_master = np.where(has_trans, irng.choice(master_variants, size=P), -1).astype(np.int64)
+    poly_n = min(int(w.bias_params.hard.polygenic_variants), max(1, V // 4))
+    polygenic_variants = np.sort(irng.choice(ordinary_pool, size=min(poly_n, len(ordinary_pool)), replace=False))
+    polygenic_effects = irng.standard_normal(len(polygenic_variants))
+
+    # ---- molecular structure --------------------------------------------------------
+    mrng = seeds.stream(seed, "world/molecules")
+    F = int(w.n_factors)
+    protein_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
+    c_lo, c_hi = w.concordance
+    transcript_concordance = mrng.uniform(c_lo, c_hi, P)
+    transcript_cis = np.sqrt(mrng.uniform(h_lo, h_hi, P))
+    transcript_master = np.where(mrng.random(P) < w.trans_fraction, mrng.choice(master_variants, size=P), -1).astype(np.int64)
+    transcript_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
+    transcript_cov = np.column_stack([
+        mrng.normal(0.01, 0.005, P), mrng.normal(0.08, 0.04, P), mrng.normal(0.015, 0.01, P)
+    ])
+    metabolite_cis = mrng.choice(ordinary_pool, size=M, replace=True)
+    metabolite_h2 = mrng.uniform(0.01, 0.10, M)
+    metabolite_loadings = mrng.normal(0.0, 0.25, (M, F))
+    metabolite_cov = np.column_stack([mrng.normal(0.01, 0.01, M), mrng.normal(0.1, 0.1, M), mrng.normal(0.03, 0.02, M)])
+
+    # ---- centres and ancestry --------------------------------------------------------
+    crng = seeds.stream(seed, "world/centres")
+    C = int(w.n_centres)
+    centre_p = crng.dirichlet(np.full(C, 20.0))
+    centre_age_shift = crng.normal(0.0, 2.0, C)
+    centre_bmi_shift = crng.normal(0.0, 0.9, C)
+    centre_smoking_logodds = crng.normal(0.0, 0.3, C)
+    centre_ancestry_p = np.vstack([crng.dirichlet(ANCESTRY_BASE_P * 60.0) for _ in range(C)])
+    centre_selection = crng.normal(0.0, 0.35, C)
+    ancestry_selection = np.concatenate([[0.0], crng.normal(-0.2, 0.3, len(ANCESTRY_CODES) - 1)])
+    t9_centre = None
+    if "T9" in biases:
+        # The unit-mixing site is the one whose composition gives it the highest mean L.
+        expected_l = L_BMI * centre_bmi_shift / 5.3 + L_AGE * centre_age_shift / AGE_SD
+        t9_centre = int(np.argmax(expected_l))
+
+    site_fields = None
+    if "T5" in biases:
+        from .imaging.render import sample_site_fields
+
+        site_fields = sample_site_fields(seeds.stream(seed, "world/T5"), C,
+                                         amplitude=float(w.bias_params.T5.amplitude), n_terms=int(w.bias_params.T5.n_terms))
+
+    oracle_key = hex(int.from_bytes(seeds.seed_sequence(seed, "oracle_key").generate_state(4, dtype=np.uint32).tobytes(), "little"))
+
+    return World(
+        id=str(w.id), seed=seed, archetype=str(w.archetype), hard=bool(w.hard), messy=bool(w.messy), biases=biases,
+        n=int(s.participants), n_imaged=int(s.imaged), n_proteins=P, n_variants=V, n_metabolites=M, params=params,
+        contig=contig, position=position, variant_id=variant_id, ref=ref, alt=alt, af=af, rho=rho, threshold=threshold,
+        protein_cis=protein_cis, protein_h2=protein_h2, protein_master=protein_master, protein_loadings=protein_loadings,
+        transcript_concordance=transcript_concordance, transcript_cis=transcript_cis, transcript_master=transcript_master,
+        transcript_loadings=transcript_loadings, transcript_cov=transcript_cov,
+        metabolite_cis=metabolite_cis, metabolite_h2=metabolite_h2, metabolite_loadings=metabolite_loadings, metabolite_cov=metabolite_cov,
+        master_variants=master_variants, direct_variant=direct_variant,
+        polygenic_variants=polygenic_variants, polygenic_effects=polygenic_effects, roles=roles,
+        centre_p=centre_p, centre_age_shift=centre_age_shift, centre_bmi_shift=centre_bmi_shift,
+        centre_smoking_logodds=centre_smoking_logodds, centre_ancestry_p=centre_ancestry_p,
+        centre_selection=centre_selection, ancestry_selection=ancestry_selection, t9_centre=t9_centre,
+        site_fields=site_fields, oracle_key=oracle_key,
+    )
+
+
+# ------------------------------------------------------------------------- truth
+
+
+def direction_of(weight: float) -> str:
+    """`inhibit` when raising the protein raises L, `activate` when it lowers L."""
+    return "inhibit" if weight > 0 else "activate"
+
+
+def truth(world: World) -> dict:
+    r = world.roles
+    pid = world.protein_ids
+    drivers = [
+        {"protein": pid[p], "direction": direction_of(wl), "weight": round(float(wb), 6),
+         "weight_late": round(float(wl), 6), "delayed": bool(d)}
+        for p, wb, wl, d in zip(r.drivers, r.weights, r.weights_late, r.delayed)
+    ]
+    drivers.sort(key=lambda d: d["protein"])
+    decoys = [{"protein": pid[p], "bias": b, "mechanism": DECOY_MECHANISM[b]} for b, p in r.decoys.items()]
+    decoys.sort(key=lambda d: d["protein"])
+    pairs = []
+    if r.t4_partner is not None:
+        pairs.append({"kind": "T4", "causal": pid[r.t4_causal], "partner": pid[r.t4_partner],
+                      "variant": str(world.variant_id[world.protein_cis[r.t4_causal]])})
+    if r.a9_partner is not None:
+        pairs.append({"kind": "A9", "causal": pid[r.a9_causal], "partner": pid[r.a9_partner], "variant": None})
+    return {
+        "world_id": world.id,
+        "archetype": world.archetype,
+        "hard": world.hard,
+        "biases": list(world.biases),
+        "drivers": drivers,
+        "surrogate": pid[r.surrogate] if r.surrogate is not None else None,
+        "decoys": decoys,
+        "pairs": pairs,
+    }
+
+
+def oracle_spec(world: World, oracle_cfg: dict) -> dict:
+    r = world.roles
+    pid = world.protein_ids
+    inter = None
+    if r.interaction is not None:
+        a, b, coef = r.interaction
+        inter = {"a": pid[a], "b": pid[b], "coef": round(float(coef), 6)}
+    return {
+        "format_version": "1",
+        "world_id": world.id,
+        "oracle_key": world.oracle_key,
+        "hard": world.hard,
+        "latent_residual_sd": world.latent_residual,
+        "morphology_residual_sd": float(world.params["morphology_residual"]),
+        "saturation": float(world.params["bias_params"]["hard"]["saturation"]),
+        "interaction": inter,
+        "drivers": [{"protein": pid[p], "index": int(p), "weight": round(float(wb), 6), "weight_late": round(float(wl), 6)}
+                    for p, wb, wl in sorted(zip(r.drivers, r.weights, r.weights_late))],
+        "surrogate": ({"protein": pid[r.surrogate], "index": int(r.surrogate)} if r.surrogate is not None else None),
+        "proteins": pid,
+        "costs": {"cell_perturbation": 150000, "knockdown": 400000},
+        "n": {"cell_perturbation": 120, "knockdown": 800},
+        "paper_compat": bool(oracle_cfg.get("paper_compat", False)),
+        "realism": bool(oracle_cfg.get("realism", False)),
+    }

@@ -1,0 +1,44 @@
+"""Parquet with fixed, deterministic options.
+
+zstd, dictionary encoding only for string columns (float columns gain nothing
+from it and it is about 6x slower on wide omics tables), statistics on, one row
+group per fixed group of participant blocks so the file layout never depends on
+Dask chunking.  The pandas index (``subject_id`` or ``protein``) is stored as a
+column and restored by pandas; pyarrow, polars and duckdb see it as a column.
+"""
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+COMPRESSION = "zstd"
+COMPRESSION_LEVEL = 3
+ROW_GROUP_ROWS = 10_000
+
+
+def _dictionary_columns(table: pa.Table) -> list:
+    return [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+
+
+def writer_options(table_schema: pa.Schema, compression=COMPRESSION, level=COMPRESSION_LEVEL) -> dict:
+    dict_cols = [f.name for f in table_schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    return dict(compression=compression, compression_level=level, use_dictionary=dict_cols or False,
+                write_statistics=True, version="2.6", data_page_version="1.0")
+
+
+def to_arrow(df: pd.DataFrame) -> pa.Table:
+    return pa.Table.from_pandas(df, preserve_index=True)
+
+
+def table_bytes(df: pd.DataFrame | pa.Table, row_group_rows: int = ROW_GROUP_ROWS) -> bytes:
+    table = df if isinstance(df, pa.Table) else to_arrow(df)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=max(1, row_group_rows), **writer_options(table.schema))
+    return buf.getvalue()
+
+
+def write_dataframe(output, path: str, df: pd.DataFrame) -> None:
+    output.write_bytes(path, table_bytes(df))

@@ -1,0 +1,66 @@
+"""The sealed bundle (SPEC section 6): everything only the scorer and the oracle
+may read.  This module never writes under ``release/``; the release writers
+never import it.
+"""
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from ..world import World, oracle_spec, truth
+from .release.parquet import table_bytes
+
+
+def hidden_model(world: World, cohort) -> dict:
+    """World-level hidden parameters the validation report needs (never released)."""
+    r = world.roles
+    pid = world.protein_ids
+    return {
+        "format_version": "1",
+        "world_id": world.id,
+        "protein_cis_variant": {pid[p]: str(world.variant_id[world.protein_cis[p]]) for p in world.tracked_proteins()},
+        "protein_h2": {pid[p]: round(float(world.protein_h2[p]), 6) for p in world.tracked_proteins()},
+        "direct_variant": str(world.variant_id[world.direct_variant]),
+        "t3_protein": pid[r.decoys["T3"]] if "T3" in r.decoys else None,
+        "t9_centre_index": world.t9_centre,
+        "interaction": (None if r.interaction is None else
+                        {"a": pid[r.interaction[0]], "b": pid[r.interaction[1]], "coef": r.interaction[2]}),
+        "site_fields": None if world.site_fields is None else np.asarray(world.site_fields).tolist(),
+        "latent_residual": world.latent_residual,
+        "standardisation": {
+            "age_mean": cohort.age_mean, "age_sd": cohort.age_sd,
+            "bmi_mean": float(cohort.pop["bmi"].mean()), "bmi_sd": float(cohort.pop["bmi"].std()),
+        },
+    }
+
+
+def latent_table(world: World, cohort) -> pd.DataFrame:
+    return pd.DataFrame({"latent": cohort.latent, "latent_late": cohort.latent_late},
+                        index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
+
+
+def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None) -> None:
+    s = output.sealed
+    output.makedirs(s)
+    output.write_json(posixpath.join(s, "truth.json"), truth(world))
+    output.write_bytes(posixpath.join(s, "latent.parquet"), table_bytes(latent_table(world, cohort)))
+    buf = io.BytesIO()
+    np.save(buf, cohort.eval_mask.astype(bool), allow_pickle=False)
+    output.write_bytes(posixpath.join(s, "eval_mask.npy"), buf.getvalue())
+    output.write_json(posixpath.join(s, "oracle.json"), oracle_spec(world, oracle_cfg))
+    output.write_json(posixpath.join(s, "hidden_model.json"), hidden_model(world, cohort))
+    resolved = dict(resolved_plain)
+    resolved["seed_int"] = str(world.seed)
+    output.write_text(posixpath.join(s, "world.yaml"), yaml.safe_dump(resolved, sort_keys=True))
+    if baseline is not None:
+        output.write_json(posixpath.join(s, "phenotype_baseline.json"), baseline)
+
+
+def read_truth(sealed_dir: str) -> dict:
+    with open(posixpath.join(sealed_dir, "truth.json")) as fh:
+        return json.load(fh)
