@@ -192,6 +192,8 @@ class WorldConfig:
     biases: List[str] = field(default_factory=lambda: ["T5", "T6", "T8"])
     driver_weight: List[float] = field(default_factory=lambda: [0.30, 0.45])  #: |w| ~ U(lo, hi)
     cis_h2: List[float] = field(default_factory=lambda: [0.03, 0.25])  #: h2 ~ U(lo, hi)
+    af_beta: List[float] = field(default_factory=lambda: [0.734507, 1.064551])  #: q = 0.034381 + (0.5 - 0.034381) Beta(a, b)
+    ld_decay_kb: float = 110.0  #: latent correlation exp(-|dpos| / ld_decay) between variants
     trans_fraction: float = 0.20  #: proteins with a trans (master-regulator) effect of sqrt(0.01)
     n_factors: int = 12  #: shared latent biological factors
     factor_loading_sd: float = 0.15
@@ -369,6 +371,9 @@ def validate(cfg, seed_file_text: Optional[str] = None) -> Resolved:
     _pair("world.driver_weight", w.driver_weight, 0.0, 5.0)
     _pair("world.cis_h2", w.cis_h2, 0.0, 0.9)
     _pair("world.concordance", w.concordance, 0.0, 1.0)
+    _need(len(w.af_beta) == 2 and all(isinstance(v, (int, float)) and v > 0 for v in w.af_beta),
+          f"world.af_beta: {list(w.af_beta)!r} is invalid; valid: [a, b] with a > 0 and b > 0")
+    _range("world.ld_decay_kb", w.ld_decay_kb, 0, 1e6, lo_open=True)
     _range("world.trans_fraction", w.trans_fraction, 0, 1)
     _range("world.protein_missing", w.protein_missing, 0, 0.5, hi_open=True)
     _range("world.visit2_fraction", w.visit2_fraction, 0, 1, lo_open=True, kind="visit-2 fraction")

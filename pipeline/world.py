@@ -192,7 +192,7 @@ class World:
 # ------------------------------------------------------------------------- sampling
 
 
-def _genome(rng, n_variants):
+def _genome(rng, n_variants, af_beta=(AF_A, AF_B), ld_decay_bp=LD_DECAY_BP):
     share = CHROM_LENGTHS / CHROM_LENGTHS.sum()
     counts = np.maximum(1, np.floor(share * n_variants).astype(int))
     # hand out the remainder to the largest fractional parts (deterministic order)
@@ -215,13 +215,13 @@ def _genome(rng, n_variants):
         position.append(pos)
     contig = np.concatenate(contig)
     position = np.concatenate(position)
-    af = AF_FLOOR + (0.5 - AF_FLOOR) * rng.beta(AF_A, AF_B, n_variants)
+    af = AF_FLOOR + (0.5 - AF_FLOOR) * rng.beta(af_beta[0], af_beta[1], n_variants)
     from scipy.special import ndtri
 
     threshold = ndtri(af)
     rho = np.zeros(n_variants)
     same = contig[1:] == contig[:-1]
-    rho[1:] = np.where(same, np.exp(-np.abs(np.diff(position)) / LD_DECAY_BP), 0.0)
+    rho[1:] = np.where(same, np.exp(-np.abs(np.diff(position)) / ld_decay_bp), 0.0)
     bases = np.array(list("ACGT"))
     ref_i = rng.integers(0, 4, n_variants)
     alt_i = (ref_i + rng.integers(1, 4, n_variants)) % 4
@@ -248,7 +248,7 @@ def sample_world(resolved: Resolved) -> World:
     biases = tuple(b for b in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "A9") if b in w.biases)
     P, V, M = int(s.proteins), int(s.variants), int(s.metabolites)
 
-    contig, position, variant_id, ref, alt, af, rho, threshold = _genome(seeds.stream(seed, "world/genome"), V)
+    contig, position, variant_id, ref, alt, af, rho, threshold = _genome(seeds.stream(seed, "world/genome"), V, tuple(w.af_beta), 1000.0 * float(w.ld_decay_kb))
 
     # ---- roles on random identifiers -------------------------------------------------
     rrng = seeds.stream(seed, "world/roles")
@@ -355,8 +355,12 @@ def sample_world(resolved: Resolved) -> World:
     crng = seeds.stream(seed, "world/centres")
     C = int(w.n_centres)
     centre_p = crng.dirichlet(np.full(C, 20.0))
+    # Centre composition differs (so centre is associated with L), centred on zero so
+    # the cohort's marginals stay those of S1.1.
     centre_age_shift = crng.normal(0.0, 2.0, C)
+    centre_age_shift -= centre_p @ centre_age_shift
     centre_bmi_shift = crng.normal(0.0, 0.9, C)
+    centre_bmi_shift -= centre_p @ centre_bmi_shift
     centre_smoking_logodds = crng.normal(0.0, 0.3, C)
     centre_ancestry_p = np.vstack([crng.dirichlet(ANCESTRY_BASE_P * 60.0) for _ in range(C)])
     centre_selection = crng.normal(0.0, 0.35, C)

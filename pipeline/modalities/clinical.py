@@ -142,14 +142,14 @@ def medications(world, cohort, dx: dict, visit_date: np.ndarray) -> dict:
     hf = np.maximum(has(cm), has("I50.0") + has("I50.9") + has("I50.3")).clip(0, 1)
     ihd = np.maximum(has("I25.1"), has("I21.9")).clip(0, 1)
     logits = [
-        -1.3 + 0.5 * za + 1.5 * has("E78.5") + 1.2 * ihd,
-        -1.8 + 1.5 * has("I10") + 1.2 * hf,
+        -0.75 + 0.5 * za + 1.5 * has("E78.5") + 1.2 * ihd,
+        -1.2 + 1.5 * has("I10") + 1.2 * hf,
         -2.6 + 1.6 * hf + 1.4 * has("I48.9") + 1.0 * ihd,
         -3.4 + 2.2 * hf,
         -3.5 + 4.0 * has("E11.9"),
-        -2.4 + 0.3 * za + 1.5 * ihd,
+        -1.8 + 0.3 * za + 1.5 * ihd,
         -3.8 + 3.0 * has("I48.9"),
-        -2.4 + 1.3 * has("I10") + 0.2 * za,
+        -1.8 + 1.3 * has("I10") + 0.2 * za,
     ]
     u = blocks.uniform(world, "ehr/medications", (len(MEDICATIONS),))
     rows, atc, desc = [], [], []

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from ..modalities.population import ANCESTRY_BMI
 from ..world import World, oracle_spec, truth
 from .release.parquet import table_bytes
 
@@ -23,8 +24,11 @@ def hidden_model(world: World, cohort) -> dict:
     return {
         "format_version": "1",
         "world_id": world.id,
-        "protein_cis_variant": {pid[p]: str(world.variant_id[world.protein_cis[p]]) for p in world.tracked_proteins()},
-        "protein_h2": {pid[p]: round(float(world.protein_h2[p]), 6) for p in world.tracked_proteins()},
+        "protein_cis_variant": [str(world.variant_id[v]) for v in world.protein_cis],
+        "protein_h2": [round(float(h), 6) for h in world.protein_h2],
+        "protein_trans_variant": [str(world.variant_id[v]) if v >= 0 else None for v in world.protein_master],
+        "protein_loading_ss": [round(float(x), 6) for x in np.square(world.protein_loadings).sum(axis=1)],
+        "transcript_concordance": [round(float(c), 6) for c in world.transcript_concordance],
         "direct_variant": str(world.variant_id[world.direct_variant]),
         "t3_protein": pid[r.decoys["T3"]] if "T3" in r.decoys else None,
         "t9_centre_index": world.t9_centre,
@@ -32,6 +36,12 @@ def hidden_model(world: World, cohort) -> dict:
                         {"a": pid[r.interaction[0]], "b": pid[r.interaction[1]], "coef": r.interaction[2]}),
         "site_fields": None if world.site_fields is None else np.asarray(world.site_fields).tolist(),
         "latent_residual": world.latent_residual,
+        "centre_p": world.centre_p.tolist(),
+        "centre_age_shift": world.centre_age_shift.tolist(),
+        "centre_bmi_shift": world.centre_bmi_shift.tolist(),
+        "ancestry_bmi": ANCESTRY_BMI.tolist(),
+        "ld_decay_kb": float(world.params["ld_decay_kb"]),
+        "af_beta": list(world.params["af_beta"]),
         "standardisation": {
             "age_mean": cohort.age_mean, "age_sd": cohort.age_sd,
             "bmi_mean": float(cohort.pop["bmi"].mean()), "bmi_sd": float(cohort.pop["bmi"].std()),

@@ -1,0 +1,108 @@
+"""Statistical validation report of a built world.
+
+    python -m pipeline.validate <world_dir> [--out <dir>] [--only calibration,mechanisms,imaging]
+
+Prints every figure beside its target and tolerance, writes ``validation.json``
+and a self-contained ``validation.html`` (plots embedded) into ``--out``
+(default: ``<world_dir>/validation``, outside both bundles), and exits 1 when
+any figure is off its tolerance.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .validation.core import WorldDir
+
+SECTIONS = ("calibration", "mechanisms", "imaging")
+
+
+def run(world_dir: str, sections=SECTIONS) -> dict:
+    world = WorldDir(world_dir)
+    checks, plots = [], {}
+    if "calibration" in sections:
+        from .validation import calibration
+
+        c, p = calibration.checks(world)
+        checks += c
+        plots.update(p)
+    if "mechanisms" in sections:
+        try:
+            from .validation import mechanisms
+        except ImportError:
+            mechanisms = None
+        if mechanisms is not None:
+            c, p = mechanisms.checks(world)
+            checks += c
+            plots.update(p)
+    if "imaging" in sections and os.path.isdir(os.path.join(world.release, "imaging")):
+        try:
+            from .validation import imaging
+        except ImportError:
+            imaging = None
+        if imaging is not None:
+            c, p = imaging.checks(world)
+            checks += c
+            plots.update(p)
+    failed = [c for c in checks if not c.passed and not c.skipped]
+    return {
+        "world_id": world.truth.get("world_id"),
+        "world_dir": world.dir,
+        "passed": not failed,
+        "n_checks": len(checks),
+        "n_failed": len(failed),
+        "checks": [c.as_dict() for c in checks],
+        "_plots": plots,
+        "_world": world,
+    }
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def print_table(report: dict, stream=sys.stdout) -> None:
+    rows = [("check", "measured", "target", "band", "ok")]
+    for c in report["checks"]:
+        lo, hi = c["lower"], c["upper"]
+        band = f"[{_fmt(lo)}, {_fmt(hi)}]" if (lo is not None or hi is not None) else "-"
+        ok = "skip" if c["skipped"] else ("PASS" if c["passed"] else "FAIL")
+        rows.append((f"{c['group']}: {c['name']}", _fmt(c["measured"]), _fmt(c["target"]), band, ok))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        print("  ".join(s.ljust(w) for s, w in zip(r, widths)), file=stream)
+    print(f"{report['world_id']}: {report['n_checks']} checks, {report['n_failed']} failed", file=stream)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipeline.validate", description=__doc__.splitlines()[0])
+    ap.add_argument("world_dir")
+    ap.add_argument("--out", default=None, help="folder for validation.json and validation.html")
+    ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
+    args = ap.parse_args(argv)
+    try:
+        report = run(args.world_dir, [s.strip() for s in args.only.split(",") if s.strip()])
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print_table(report)
+    out = args.out or os.path.join(report["world_dir"], "validation")
+    os.makedirs(out, exist_ok=True)
+    from .validation.report import write_html
+
+    doc = {k: v for k, v in report.items() if not k.startswith("_")}
+    with open(os.path.join(out, "validation.json"), "w") as fh:
+        json.dump(doc, fh, indent=2)
+    write_html(report, os.path.join(out, "validation.html"))
+    print(f"report: {os.path.join(out, 'validation.html')}")
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

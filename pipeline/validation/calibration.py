@@ -1,0 +1,226 @@
+"""Calibration figures of the world core against Supplementary Methods S1.1 and
+the paper's anchors, each with a tolerance of k analytic standard errors at the
+world's scale (``pipeline/data/calibration_targets.yaml``)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import special, stats
+
+from ..world import AF_A, AF_B, AF_FLOOR, AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, CENTRE_CODES, MALE_P
+from .core import Check, band, targets
+
+GROUP = "calibration"
+
+
+def bivariate_normal_cdf(h, k, rho):
+    """Phi2(h, k; rho), vectorised through Owen's T function."""
+    h, k, rho = np.broadcast_arrays(np.asarray(h, float), np.asarray(k, float), np.asarray(rho, float))
+    out = np.empty(h.shape)
+    s = np.sqrt(1.0 - rho * rho)
+    ph, pk = special.ndtr(h), special.ndtr(k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ah = (k - rho * h) / (h * s)
+        ak = (h - rho * k) / (k * s)
+    th = np.where(h == 0, 0.0, special.owens_t(h, np.nan_to_num(ah)))
+    tk = np.where(k == 0, 0.0, special.owens_t(k, np.nan_to_num(ak)))
+    delta = np.where((h * k < 0) | ((h * k == 0) & (h + k < 0)), 0.5, 0.0)
+    out[:] = 0.5 * (ph + pk) - th - tk - delta
+    # exact special cases Owen's T mishandles
+    zero = (h == 0) & (k == 0)
+    out[zero] = 0.25 + np.arcsin(rho[zero]) / (2 * np.pi)
+    indep = rho == 0
+    out[indep] = ph[indep] * pk[indep]
+    return out
+
+
+def expected_haplotype_r(q1, q2, rho):
+    """Correlation of two ALT indicators thresholded from latent normals with correlation rho."""
+    t1, t2 = special.ndtri(q1), special.ndtri(q2)
+    p11 = bivariate_normal_cdf(t1, t2, rho)
+    return (p11 - q1 * q2) / np.sqrt(q1 * (1 - q1) * q2 * (1 - q2))
+
+
+def age_target(world) -> tuple:
+    """Mean, SD and 4th central moment of the centre mixture of TN(59.147 + shift, 9.245^2; 45, 84)."""
+    p = np.asarray(world.hidden["centre_p"])
+    shifts = np.asarray(world.hidden["centre_age_shift"])
+    m1 = m2 = m3 = m4 = 0.0
+    for pc, sc in zip(p, shifts):
+        mu = AGE_MEAN + sc
+        dist = stats.truncnorm((AGE_LO - mu) / AGE_SD, (AGE_HI - mu) / AGE_SD, loc=mu, scale=AGE_SD)
+        raw = [dist.moment(k) for k in (1, 2, 3, 4)]
+        m1 += pc * raw[0]
+        m2 += pc * raw[1]
+        m3 += pc * raw[2]
+        m4 += pc * raw[3]
+    var = m2 - m1 ** 2
+    mu4 = m4 - 4 * m1 * m3 + 6 * m1 ** 2 * m2 - 3 * m1 ** 4
+    return m1, np.sqrt(var), mu4
+
+
+def checks(world) -> tuple[list, dict]:
+    tg = targets()
+    cov = world.covariates
+    n = len(cov)
+    out: list[Check] = []
+    plots: dict = {}
+
+    # ---- age ---------------------------------------------------------------------
+    age = cov["p21003_i0"].to_numpy(float)
+    mean_t, sd_t, mu4 = age_target(world)
+    se_mean = sd_t / np.sqrt(n)
+    se_sd = np.sqrt(max(mu4 - sd_t ** 4, 1e-9) / (4 * sd_t ** 2 * n))
+    k = tg["age_mean"]["k_se"]
+    out.append(band("age mean (years)", GROUP, age.mean(), mean_t, k * se_mean, tg["age_mean"]["source"], se=se_mean))
+    out.append(band("age SD (years)", GROUP, age.std(), sd_t, tg["age_sd"]["k_se"] * se_sd, tg["age_sd"]["source"], se=se_sd))
+    lo, hi = tg["age_bounds"]["lower"], tg["age_bounds"]["upper"]
+    ok = bool(age.min() >= lo and age.max() <= hi)
+    out.append(Check("age within bounds [45, 84]", GROUP, float(age.min()), None, lo, hi, ok and age.max() <= hi,
+                     tg["age_bounds"]["source"], f"min {age.min():.1f}, max {age.max():.1f}", level="calibration"))
+
+    # ---- sex -----------------------------------------------------------------------
+    male = cov["p31_i0"].to_numpy(float)
+    se = np.sqrt(MALE_P * (1 - MALE_P) / n)
+    out.append(band("male fraction", GROUP, male.mean(), MALE_P, tg["male_fraction"]["k_se"] * se, tg["male_fraction"]["source"], se=se))
+
+    # ---- BMI: residual SD given the designed effects, and the empirical centre -------
+    bmi = cov["p21001_i0"].to_numpy(float)
+    centre_idx = pd.Series(range(len(CENTRE_CODES)), index=CENTRE_CODES)[cov["p54_i0"].to_numpy()].to_numpy()
+    anc_idx = cov["p21000_i0"].to_numpy() - 1
+    background = np.asarray(world.hidden["centre_bmi_shift"])[centre_idx] + np.asarray(world.hidden["ancestry_bmi"])[anc_idx]
+    resid = bmi - (0.05 * (age - AGE_MEAN) + 0.45 * (male - MALE_P) + background)
+    # Quantile-based estimates: BMI is clipped at 15 and 55, which bends the tails but
+    # not the middle.  SE of the IQR-based SD is 1.166 sigma / sqrt(n); of the median
+    # 1.2533 sigma / sqrt(n) (normal-theory efficiencies).
+    q25, q50, q75 = np.quantile(resid, [0.25, 0.5, 0.75])
+    sd_iqr = (q75 - q25) / 1.3490
+    se = 1.166 * 5.05 / np.sqrt(n)
+    out.append(band("BMI residual SD (kg/m2, IQR-based)", GROUP, sd_iqr, 5.05, tg["bmi_residual_sd"]["k_se"] * se,
+                    tg["bmi_residual_sd"]["source"], se=se))
+    se = 1.2533 * 5.05 / np.sqrt(n)
+    out.append(band("BMI centre (kg/m2, median)", GROUP, q50, 28.3006, tg["bmi_centre"]["k_se"] * se,
+                    tg["bmi_centre"]["source"], se=se))
+
+    # ---- allele frequencies ----------------------------------------------------------
+    hap = world.haplotypes  # [v, s, 2]
+    q = hap.mean(axis=(1, 2))
+    x = (q - AF_FLOOR) / (0.5 - AF_FLOOR)
+    ks = stats.kstest(x, stats.beta(AF_A, AF_B).cdf).statistic
+    crit = tg["af_distribution"]["k_ks"] / np.sqrt(len(q))
+    out.append(Check("allele-frequency KS distance to the scaled Beta", GROUP, float(ks), 0.0, None, float(crit), bool(ks <= crit),
+                     tg["af_distribution"]["source"], f"{len(q)} variants; ALT AF quantiles 5/50/95 % = "
+                     + "/".join(f"{v:.3f}" for v in np.quantile(q, [0.05, 0.5, 0.95])), level="calibration"))
+    plots["af"] = {"q": q, "a": AF_A, "b": AF_B}
+
+    # ---- LD by distance: adjacent same-contig pairs ----------------------------------
+    var = world.variants
+    same = var["contig"].to_numpy()[1:] == var["contig"].to_numpy()[:-1]
+    dist = np.diff(var["position"].to_numpy()).astype(float)
+    idx = np.flatnonzero(same)
+    decay = tg["ld_decay"]["decay_kb"] * 1000.0
+    rho = np.exp(-dist[idx] / decay)
+    h = hap.reshape(hap.shape[0], -1).astype(np.float32)
+    a, b = h[idx], h[idx + 1]
+    a_c = a - a.mean(axis=1, keepdims=True)
+    b_c = b - b.mean(axis=1, keepdims=True)
+    r_obs = (a_c * b_c).sum(axis=1) / np.sqrt((a_c ** 2).sum(axis=1) * (b_c ** 2).sum(axis=1))
+    q1, q2 = q[idx].clip(1e-4, 1 - 1e-4), q[idx + 1].clip(1e-4, 1 - 1e-4)
+    r_exp = expected_haplotype_r(q1, q2, rho)
+    close = rho > 0.3
+    m = int(close.sum())
+    n_hap = h.shape[1]
+    if m >= 3:
+        se_i = (1 - r_exp[close] ** 2) / np.sqrt(n_hap)
+        se = np.sqrt(np.sum(se_i ** 2)) / m
+        diff = float(np.mean(r_obs[close] - r_exp[close]))
+        out.append(band("LD: mean observed - expected haplotype r (pairs with latent rho > 0.3)", GROUP, diff, 0.0,
+                        tg["ld_decay"]["k_se"] * se, tg["ld_decay"]["source"],
+                        f"{m} adjacent pairs; mean observed r {np.mean(r_obs[close]):.3f}, expected {np.mean(r_exp[close]):.3f}", se=se))
+    else:
+        out.append(Check("LD by distance", GROUP, float("nan"), None, None, None, False, tg["ld_decay"]["source"],
+                         f"only {m} close adjacent pairs", level="calibration"))
+    plots["ld"] = {"dist": dist[idx], "r_obs": r_obs, "r_exp": r_exp}
+
+    # ---- Hardy-Weinberg ---------------------------------------------------------------
+    dos = hap.sum(axis=2)
+    p_alt = dos.mean(axis=1) / 2
+    het = (dos == 1).mean(axis=1)
+    hexp = 2 * p_alt * (1 - p_alt)
+    ok_v = hexp > 0.02
+    f = 1 - het[ok_v] / hexp[ok_v]
+    chi2 = dos.shape[1] * f ** 2
+    frac = float(np.mean(chi2 > stats.chi2.ppf(0.999, 1)))
+    se = np.sqrt(0.001 * 0.999 / ok_v.sum())
+    out.append(band("Hardy-Weinberg: fraction of variants with p < 0.001", GROUP, frac, 0.001, tg["hardy_weinberg"]["k_se"] * se,
+                    tg["hardy_weinberg"]["source"], f"mean F = {f.mean():+.4f}", se=se))
+
+    # ---- instrument strength ------------------------------------------------------------
+    prot = world.proteomics
+    hid = world.hidden
+    geno = world.genotypes
+    special_ids = {d["protein"] for d in world.truth["decoys"] if d["bias"] in ("T1", "T2")}
+    special_ids |= {p["partner"] for p in world.truth["pairs"] if p["kind"] == "A9"}
+    t9 = {d["protein"] for d in world.truth["decoys"] if d["bias"] == "T9"}
+    h2 = np.asarray(hid["protein_h2"])
+    lss = np.asarray(hid["protein_loading_ss"])
+    trans = np.asarray([v is not None for v in hid["protein_trans_variant"]])
+    cov_var = 0.01 ** 2 * age.var() + 0.10 ** 2 * male.var() + 0.02 ** 2 * bmi.var()
+    r_exp_all = np.sqrt(h2) / np.sqrt(h2 + 0.01 * trans + lss + cov_var + 0.64)
+    diffs, ses = [], []
+    pids = list(prot.columns)
+    for j, pid in enumerate(pids):
+        if pid in special_ids or pid in t9:
+            continue
+        g = geno[hid["protein_cis_variant"][j]].to_numpy(float)
+        y = prot[pid].to_numpy(float)
+        okm = np.isfinite(y)
+        r = np.corrcoef(g[okm], y[okm])[0, 1]
+        diffs.append(r - r_exp_all[j])
+        ses.append((1 - r_exp_all[j] ** 2) / np.sqrt(okm.sum()))
+    se = np.sqrt(np.sum(np.square(ses))) / len(ses)
+    out.append(band("instrument strength: mean r(G_cis, P) - expected", GROUP, float(np.mean(diffs)), 0.0,
+                    tg["instrument_strength"]["k_se"] * se, tg["instrument_strength"]["source"],
+                    f"{len(diffs)} ordinary proteins; expected r range {r_exp_all.min():.2f}-{r_exp_all.max():.2f}", se=se))
+    driver_r = []
+    for d in world.truth["drivers"]:
+        j = pids.index(d["protein"])
+        g = geno[hid["protein_cis_variant"][j]].to_numpy(float)
+        y = prot[d["protein"]].to_numpy(float)
+        okm = np.isfinite(y)
+        driver_r.append(abs(np.corrcoef(g[okm], y[okm])[0, 1]))
+    plots["driver_instrument_r"] = driver_r
+
+    # ---- missingness, imaging and visit-2 fractions --------------------------------------
+    miss = float(prot.isna().to_numpy().mean())
+    p0 = tg["protein_missingness"]["target"]
+    se = np.sqrt(p0 * (1 - p0) / prot.size)
+    if world.config["world"].get("messy"):
+        out.append(Check("protein missingness", GROUP, miss, p0, None, None, True, tg["protein_missingness"]["source"],
+                         "hard-messy world: heavier, non-random missingness by design", level="calibration", skipped=True))
+    else:
+        out.append(band("protein missingness", GROUP, miss, p0, tg["protein_missingness"]["k_se"] * se,
+                        tg["protein_missingness"]["source"], se=se))
+    imaged = cov["imaged"].to_numpy().mean()
+    want = world.config["scale"]["imaged"] / world.config["scale"]["participants"]
+    out.append(band("imaged fraction", GROUP, imaged, want, tg["imaged_fraction"]["abs"], tg["imaged_fraction"]["source"]))
+    v2 = cov["visit2"].to_numpy().mean()
+    p0 = float(world.config["world"]["visit2_fraction"])
+    se = np.sqrt(p0 * (1 - p0) / n)
+    out.append(band("visit-2 fraction", GROUP, v2, p0, tg["visit2_fraction"]["k_se"] * se, tg["visit2_fraction"]["source"], se=se))
+
+    # ---- outcomes ------------------------------------------------------------------------
+    mort = world.table("mortality")
+    for key, measured in (("deaths_fraction", mort["death"].mean()),
+                          ("cardiac_deaths_fraction", (mort["cause"] == "cardiac").mean())):
+        t = tg[key]
+        se = np.sqrt(t["target"] * (1 - t["target"]) / n)
+        label = "deaths / cohort" if key == "deaths_fraction" else "cardiac deaths / cohort"
+        out.append(band(label, GROUP, float(measured), t["target"], t["abs"] + t["k_se"] * se, t["source"], se=se))
+    meds = world.table("ehr_medications")
+    counts = meds.groupby("subject_id").size().reindex(cov.index, fill_value=0).to_numpy(float)
+    t = tg["medication_rows_per_participant"]
+    se = counts.std() / np.sqrt(n)
+    out.append(band("medication rows per participant", GROUP, counts.mean(), t["target"], t["abs"] + t["k_se"] * se, t["source"], se=se))
+    plots["driver_instrument_r"] = driver_r
+    return out, plots
