@@ -345,7 +345,7 @@ def roles_needed(world) -> int:
 
 def validate(cfg, seed_file_text: Optional[str] = None) -> Resolved:
     """Check every field before any compute; return a frozen resolved config."""
-    from .seeds import parse_seed
+    from .seeds import SeedError, parse_seed
 
     w, s, c, r = cfg.world, cfg.scale, cfg.cluster, cfg.release
     for name in ("participants", "imaged", "proteins", "variants", "metabolites"):
@@ -406,7 +406,10 @@ def validate(cfg, seed_file_text: Optional[str] = None) -> Resolved:
         if seed_file_text is None:
             raise ConfigError(f"world.seed: world {w.id!r} carries no seed (held-out); valid: pass seeds=<path or URL> to a sealed seed file")
         seed_value = _lookup_seed(seed_file_text, w.id)
-    seed = parse_seed(seed_value, field_name)
+    try:
+        seed = parse_seed(seed_value, field_name)
+    except SeedError as exc:
+        raise ConfigError(str(exc)) from None
     OmegaConf.set_readonly(cfg, True)
     return Resolved(cfg=cfg, seed=seed)
 

@@ -15,7 +15,7 @@ GROUP = "calibration"
 
 def bivariate_normal_cdf(h, k, rho):
     """Phi2(h, k; rho), vectorised through Owen's T function."""
-    h, k, rho = np.broadcast_arrays(np.asarray(h, float), np.asarray(k, float), np.asarray(rho, float))
+    h, k, rho = (np.atleast_1d(x).astype(float) for x in np.broadcast_arrays(h, k, rho))
     out = np.empty(h.shape)
     s = np.sqrt(1.0 - rho * rho)
     ph, pk = special.ndtr(h), special.ndtr(k)
@@ -31,7 +31,7 @@ def bivariate_normal_cdf(h, k, rho):
     out[zero] = 0.25 + np.arcsin(rho[zero]) / (2 * np.pi)
     indep = rho == 0
     out[indep] = ph[indep] * pk[indep]
-    return out
+    return out if out.size != 1 else out.reshape(np.shape(out))
 
 
 def expected_haplotype_r(q1, q2, rho):

@@ -64,8 +64,13 @@ def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg:
     output.write_bytes(posixpath.join(s, "eval_mask.npy"), buf.getvalue())
     output.write_json(posixpath.join(s, "oracle.json"), oracle_spec(world, oracle_cfg))
     output.write_json(posixpath.join(s, "hidden_model.json"), hidden_model(world, cohort))
-    resolved = dict(resolved_plain)
+    # The world-determining config only: where it ran (cluster) and where it was
+    # written (out, seeds path) do not change a byte of the world.
+    resolved = {k: v for k, v in resolved_plain.items() if k not in ("cluster", "out", "seeds")}
     resolved["seed_int"] = str(world.seed)
+    from .. import __version__
+
+    resolved["generator_version"] = __version__
     output.write_text(posixpath.join(s, "world.yaml"), yaml.safe_dump(resolved, sort_keys=True))
     if baseline is not None:
         output.write_json(posixpath.join(s, "phenotype_baseline.json"), baseline)

@@ -1,0 +1,35 @@
+"""Shared fixtures: tiny worlds built once per test session (imaging included
+when the imaging stage is available), so the default run stays fast."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from pipeline import config
+from pipeline.build import build
+
+
+def build_world(out_dir, world="all-biases", scale="tiny", extra=()):
+    overrides = [f"world={world}", f"scale={scale}", f"out={out_dir}", "cluster=sync", "cluster.progress=false", *extra]
+    resolved = config.load(overrides)
+    build(resolved, progress=False)
+    return os.path.join(str(out_dir), resolved.cfg.world.id)
+
+
+@pytest.fixture(scope="session")
+def tiny_world(tmp_path_factory):
+    """all-biases at tiny scale (every bias, four drivers, two ambiguous pairs)."""
+    out = tmp_path_factory.mktemp("tiny")
+    return build_world(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_world_noimaging(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny_noimg")
+    return build_world(out, extra=("release=noimaging",))
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None

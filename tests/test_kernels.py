@@ -1,0 +1,60 @@
+"""Numba kernels against their slow, obvious twins."""
+import numpy as np
+from scipy.special import ndtri
+
+from kernels.genotypes import simulate_haplotypes
+from kernels.reference.genotypes import haplotype_chains as twin_haplotypes
+from kernels.reference.rng import Xoshiro
+from kernels.rng import next_double, next_normal_pair, seed_state
+from kernels.numba_util import njit
+
+
+@njit
+def _draw(key, row, k):
+    state = np.empty(4, dtype=np.uint64)
+    seed_state(key, row, state)
+    out = np.empty(k)
+    for i in range(k):
+        out[i] = next_double(state)
+    a, b = next_normal_pair(state)
+    return out, a, b
+
+
+def test_rng_matches_pure_python_twin():
+    for key, row in [(1, 0), (2**63 + 12345, 7), (987654321, 10**6)]:
+        u, a, b = _draw(np.uint64(key), row, 16)
+        g = Xoshiro(key, row)
+        assert np.array_equal(u, [g.next_double() for _ in range(16)])
+        assert (a, b) == g.next_normal_pair()
+
+
+def test_rng_uniform_and_normal_moments():
+    u, _, _ = _draw(np.uint64(5), 3, 200_000)
+    assert abs(u.mean() - 0.5) < 4 * np.sqrt(1 / 12 / 200_000)
+
+
+def test_haplotype_kernel_matches_twin_including_odd_lengths():
+    rng = np.random.default_rng(0)
+    for n_variants in (1, 7, 121):
+        rho = np.exp(-rng.exponential(50_000, n_variants) / 110_000)
+        rho[0] = 0.0
+        if n_variants > 5:
+            rho[5] = 0.0  # a contig boundary
+        thr = ndtri(rng.uniform(0.04, 0.5, n_variants))
+        key = np.uint64(rng.integers(0, 2**63))
+        assert np.array_equal(simulate_haplotypes(key, 9, rho, thr), twin_haplotypes(key, 9, rho, thr))
+
+
+def test_haplotypes_hit_allele_frequency_and_ld():
+    n_variants = 400
+    rho = np.full(n_variants, 0.9)
+    rho[::100] = 0.0
+    q = np.full(n_variants, 0.3)
+    hap = simulate_haplotypes(np.uint64(42), 4000, rho, ndtri(q))
+    assert abs(hap.mean() - 0.3) < 0.01
+    h = hap.transpose(2, 0, 1).reshape(n_variants, -1).astype(float)
+    r = np.corrcoef(h[10], h[11])[0, 1]
+    from pipeline.validation.calibration import expected_haplotype_r
+
+    assert abs(r - expected_haplotype_r(0.3, 0.3, 0.9)) < 0.03
+    assert abs(np.corrcoef(h[99], h[100])[0, 1]) < 0.05  # across a contig boundary
