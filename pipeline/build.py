@@ -211,7 +211,8 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
 
         # ---- imaging -------------------------------------------------------------------
         baseline = None
-        traits_v1 = phenotypes.traits_clinical(world, phenotypes.trait_z(world, coh, coh.latent, 1), "traits")
+        traits_z = phenotypes.trait_z(world, coh, coh.latent, 1)
+        traits_v1 = phenotypes.traits_clinical(world, traits_z, "traits")
         if rel.imaging != "none":
             from .imaging_stage import run_imaging
 
@@ -230,7 +231,7 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
         from .writers.sealed import write_sealed
 
         plain = config.to_plain(cfg)
-        write_sealed(output, world, coh, plain, dict(plain.get("oracle", {})), baseline)
+        write_sealed(output, world, coh, plain, dict(plain.get("oracle", {})), baseline, traits_z)
         output.write_json(posixpath.join(output.sealed, MANIFEST),
                           build_manifest(output, output.sealed, extra={"world_id": world.id, "bundle": "sealed"}))
         prog.start("manifest")
@@ -269,8 +270,11 @@ def _clinical_tables(world, coh, deaths, v2cov, visit_date) -> dict:
     mace = clinical.mace(world, coh, deaths, surrogate)
     dx = clinical.diagnoses(world, coh, deaths, mace, visit_date)
     meds = clinical.medications(world, coh, dx, visit_date)
+    from .modalities import messy
+
+    sentinels = messy.covariate_sentinels(world) if world.messy else None
     out = {
-        "covariates": tables.covariates(world, coh),
+        "covariates": tables.covariates(world, coh, sentinels),
         "covariates_visit2": tables.covariates_visit2(world, coh, v2cov),
         "ecg_features": tables.wide(world, phenotypes.ecg(world, coh)),
         "coronary_ct": tables.wide(world, phenotypes.coronary_ct(world, coh)),
@@ -280,6 +284,9 @@ def _clinical_tables(world, coh, deaths, v2cov, visit_date) -> dict:
         "ehr_medications": tables.long_table(world, meds["row"], {"atc": meds["atc"], "description": meds["description"]}),
         "targetability": tables.targetability(world, blocks.seeds.stream(world.seed, "world/targetability")),
     }
+    if world.messy:
+        for name in ("ecg_features", "coronary_ct"):
+            out[name] = messy.corrupt_table(world, name, out[name])
     return out
 
 

@@ -107,6 +107,11 @@ class T3Params:
 
 
 @dataclass
+class T4Params:
+    shared: bool = True  #: the partner's cis variant is the driver's (false: its own locus; a negative control)
+
+
+@dataclass
 class T5Params:
     amplitude: float = 0.12  #: SD of the smooth multiplicative site field b_site(u)
     n_terms: int = 6  #: number of smooth basis terms in each site's field
@@ -169,6 +174,7 @@ class BiasParams:
     T1: T1Params = field(default_factory=T1Params)
     T2: T2Params = field(default_factory=T2Params)
     T3: T3Params = field(default_factory=T3Params)
+    T4: T4Params = field(default_factory=T4Params)
     T5: T5Params = field(default_factory=T5Params)
     T6: T6Params = field(default_factory=T6Params)
     T7: T7Params = field(default_factory=T7Params)

@@ -52,8 +52,9 @@ def covariates(world, cohort, sentinels: dict | None = None) -> pd.DataFrame:
     }, index=_index(world))
     if sentinels:
         for col, (rows, codes) in sentinels.items():
-            df[col] = df[col].astype(df[col].dtype if col != "p21003_i0" else np.float64)
-            df.iloc[rows, df.columns.get_loc(col)] = codes
+            values = df[col].to_numpy(copy=True)
+            values[rows] = codes
+            df[col] = values
     return df
 
 

@@ -307,6 +307,8 @@ def sample_world(resolved: Resolved) -> World:
     # Role proteins get private loci: a driver's cis variant (and its LD neighbourhood)
     # is shared with nothing except, in T4 worlds, its planted partner.
     exclusive = [int(x) for x in drivers] + list(decoys.values()) + [x for x in (a9_partner, surrogate) if x is not None]
+    if t4_partner is not None and not w.bias_params.T4.shared:
+        exclusive.append(t4_partner)
     taken = np.zeros(V, dtype=bool)
     taken[master_variants] = True
     for p in exclusive:
@@ -317,7 +319,7 @@ def sample_world(resolved: Resolved) -> World:
     direct_pool = all_idx[~taken]
     direct_variant = int(irng.choice(direct_pool))
     taken |= _near(position, contig, [direct_variant], 100_000)
-    if t4_partner is not None:
+    if t4_partner is not None and w.bias_params.T4.shared:
         protein_cis[t4_partner] = protein_cis[t4_causal]
     ordinary_pool = all_idx[~taken]
     rest = np.flatnonzero(protein_cis < 0)

@@ -102,10 +102,12 @@ def assemble(world: World, cores: list) -> Cohort:
     if world.hard:
         l_raw = l_raw + bp["hard"]["polygenic_sd"] * zscore(g_poly)
     latent = zscore(l_raw)
+    latent_raw_sd = float(l_raw.std())
     late = LATE_CARRY * latent
     if r.drivers.size:
         late = late + LATE_DRIVERS * driver_sum(world, proteins, r.weights_late)
     latent_late = zscore(late)
+    latent_late_raw_sd = float(late.std())
 
     # ---- special protein equations (decoys that are not ordinary proteins) --------
     special, special_v2 = {}, {}
@@ -152,6 +154,9 @@ def assemble(world: World, cores: list) -> Cohort:
         eval_mask=eval_mask, age_sd=float(pop["age"].std()), age_mean=float(pop["age"].mean()),
     )
     cohort.extras["special_moments"] = special_moments
+    cohort.extras["latent_raw_sd"] = latent_raw_sd
+    cohort.extras["latent_late_raw_sd"] = latent_late_raw_sd
+    cohort.extras["g_poly"] = g_poly
     cohort.extras["eps"] = eps
     cohort.extras["g_direct"] = g_direct
     return cohort

@@ -36,6 +36,21 @@ def hidden_model(world: World, cohort) -> dict:
                         {"a": pid[r.interaction[0]], "b": pid[r.interaction[1]], "coef": r.interaction[2]}),
         "site_fields": None if world.site_fields is None else np.asarray(world.site_fields).tolist(),
         "latent_residual": world.latent_residual,
+        "latent_raw_sd": cohort.extras["latent_raw_sd"],
+        "latent_late_raw_sd": cohort.extras["latent_late_raw_sd"],
+        "special_raw_sd": {pid[p]: float(m[1]) for p, m in cohort.extras["special_moments"].items()},
+        "roles": {
+            "drivers": [pid[p] for p in r.drivers], "weights": [float(x) for x in r.weights],
+            "weights_late": [float(x) for x in r.weights_late],
+            "decoys": {b: pid[p] for b, p in r.decoys.items()},
+            "t4_causal": None if r.t4_causal is None else pid[r.t4_causal],
+            "t4_partner": None if r.t4_partner is None else pid[r.t4_partner],
+            "a9_causal": None if r.a9_causal is None else pid[r.a9_causal],
+            "a9_partner": None if r.a9_partner is None else pid[r.a9_partner],
+            "surrogate": None if r.surrogate is None else pid[r.surrogate],
+        },
+        "centre_selection": world.centre_selection.tolist(),
+        "ancestry_selection": world.ancestry_selection.tolist(),
         "centre_p": world.centre_p.tolist(),
         "centre_age_shift": world.centre_age_shift.tolist(),
         "centre_bmi_shift": world.centre_bmi_shift.tolist(),
@@ -49,12 +64,31 @@ def hidden_model(world: World, cohort) -> dict:
     }
 
 
+def hidden_participants(world: World, cohort, traits_z: dict | None) -> pd.DataFrame:
+    """Per-participant hidden variables for the fidelity checks: the imaging
+    selection score, true (pre-measurement) abundances of role proteins, the
+    standardised morphology traits and the standardised covariates used in L."""
+    pid = world.protein_ids
+    cols = {
+        "selection_score": cohort.selection_score,
+        "z_age": cohort.z_age, "z_bmi": cohort.z_bmi, "z_exercise": cohort.z_exercise,
+        "g_direct": cohort.extras["g_direct"],
+    }
+    for p in world.tracked_proteins():
+        cols[f"true_{pid[p]}"] = cohort.proteins[int(p)]
+        cols[f"gcis_{pid[p]}"] = cohort.g_cis[int(p)]
+    for k, v in (traits_z or {}).items():
+        cols[f"trait_{k}"] = v
+    return pd.DataFrame(cols, index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
+
+
 def latent_table(world: World, cohort) -> pd.DataFrame:
     return pd.DataFrame({"latent": cohort.latent, "latent_late": cohort.latent_late},
                         index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
 
 
-def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None) -> None:
+def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
+                 traits_z: dict | None = None) -> None:
     s = output.sealed
     output.makedirs(s)
     output.write_json(posixpath.join(s, "truth.json"), truth(world))
@@ -64,6 +98,7 @@ def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg:
     output.write_bytes(posixpath.join(s, "eval_mask.npy"), buf.getvalue())
     output.write_json(posixpath.join(s, "oracle.json"), oracle_spec(world, oracle_cfg))
     output.write_json(posixpath.join(s, "hidden_model.json"), hidden_model(world, cohort))
+    output.write_bytes(posixpath.join(s, "hidden_participants.parquet"), table_bytes(hidden_participants(world, cohort, traits_z)))
     # The world-determining config only: where it ran (cluster) and where it was
     # written (out, seeds path) do not change a byte of the world.
     resolved = {k: v for k, v in resolved_plain.items() if k not in ("cluster", "out", "seeds")}

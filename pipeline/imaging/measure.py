@@ -1,0 +1,355 @@
+"""The environment's baseline image analysis: one fixed, archetype-agnostic
+definition applied to the released pixels (it never reads traits).
+
+Per participant, from ``cine`` uint8 [3, frames, H, W] and ``t1map`` float32
+[3, H, W] (slices base, mid, apex):
+
+1. Myocardium = the finite pixels of the T1 map (LV myocardium and RV free wall).
+2. LV cavity region (per slice) = the hole of the myocardial mask (filled mask
+   minus mask) whose centroid lies inside it (the RV cavity is a crescent whose
+   centroid does not), largest such hole; dilated by one pixel so that partial
+   -volume pixels on the endocardial border count.
+3. Intensity levels from the mid-slice end-diastolic frame: blood = median over
+   the eroded cavity, myocardium = median over the eroded myocardial mask.
+   Each cavity-region pixel counts as a blood fraction (I - myo) / (blood - myo),
+   clipped to [-0.5, 1.5] (unbiased under noise, robust to stray structures); a
+   frame's cavity area is the sum.
+4. Features:
+   ``ed_cavity_area_px``  mid-slice area at frame 0 (end-diastole), px^2;
+   ``es_cavity_area_px``  mid-slice minimum over frames, px^2;
+   ``area_emptying``      1 - ES/ED (an EF proxy);
+   ``wall_thickness_px``  mean over 72 rays from the cavity centroid of the first
+                          run of myocardial pixels on the mid slice (ED geometry);
+   ``myocardial_area_px`` finite T1 pixels on the mid slice, px^2;
+   ``t1_mean_ms``         mean of all finite T1 pixels (three slices);
+   ``t1_heterogeneity_ms`` SD within the myocardium of the T1 map smoothed by a
+                          mask-normalised Gaussian (sigma 2 px), pooled over slices;
+   ``motion_heterogeneity`` SD over six 60-degree sectors (anchored on the RV
+                          direction: from the cavity centroid towards the centroid
+                          of the filled mask) of the mid-slice sector fractional
+                          area change between ED and ES;
+   ``filling_lag``        from the summed cavity-area curve of all slices: time
+                          from end-systole (first within 5 % of the ED-to-minimum
+                          span above the minimum) to 50 % refill after the
+                          minimum, as a fraction of the cycle.
+   A feature that cannot be measured is NaN; ``qc_ok`` flags participants with
+   every feature finite.
+
+``baseline_score`` combines within-cohort standardised features with the frozen
+``BASELINE_WEIGHTS``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import ndimage
+
+FEATURES = (
+    "ed_cavity_area_px",
+    "es_cavity_area_px",
+    "area_emptying",
+    "wall_thickness_px",
+    "myocardial_area_px",
+    "t1_mean_ms",
+    "t1_heterogeneity_ms",
+    "motion_heterogeneity",
+    "filling_lag",
+)
+
+# The baseline phenotype.  FROZEN: this definition is the environment's reference
+# imaging phenotype; the generator (trait loadings, noise levels, template) is
+# calibrated so that this fixed score reaches the paper's built-in correlations,
+# never the other way round.  Changing a weight changes every world's b.
+WEIGHT_T1_MEAN = 1.0
+WEIGHT_T1_HETEROGENEITY = 1.0
+WEIGHT_AREA_EMPTYING = -1.0
+WEIGHT_WALL_THICKNESS = 0.5
+WEIGHT_FILLING_LAG = 0.5
+WEIGHT_MOTION_HETEROGENEITY = 1.0
+BASELINE_WEIGHTS = {
+    "t1_mean_ms": WEIGHT_T1_MEAN,
+    "t1_heterogeneity_ms": WEIGHT_T1_HETEROGENEITY,
+    "area_emptying": WEIGHT_AREA_EMPTYING,
+    "wall_thickness_px": WEIGHT_WALL_THICKNESS,
+    "filling_lag": WEIGHT_FILLING_LAG,
+    "motion_heterogeneity": WEIGHT_MOTION_HETEROGENEITY,
+}
+
+N_RAYS = 72
+RAY_STEP_PX = 0.25
+RAY_LENGTH_PX = 64.0
+T1_SMOOTH_SIGMA_PX = 2.0
+N_SECTORS = 6
+END_SYSTOLE_LEVEL = 0.05
+BLOOD_FRACTION_CLIP = (-0.5, 1.5)
+MID = 1
+
+_CROSS = ndimage.generate_binary_structure(2, 1)
+
+
+def _lv_cavity(mask: np.ndarray):
+    """(cavity hole mask, filled mask) of one slice's myocardial mask, or (None, filled)."""
+    filled = ndimage.binary_fill_holes(mask)
+    holes = filled & ~mask
+    labels, n = ndimage.label(holes, structure=_CROSS)
+    if n == 0:
+        return None, filled
+    index = np.arange(1, n + 1)
+    sizes = ndimage.sum_labels(holes, labels, index)
+    centroids = ndimage.center_of_mass(holes, labels, index)
+    best, best_size = 0, 0.0
+    for lab, size, (cy, cx) in zip(index, sizes, centroids):
+        if size < 8:
+            continue
+        inside = labels[int(round(cy)), int(round(cx))] == lab
+        if inside and size > best_size:
+            best, best_size = lab, size
+    if best == 0:
+        return None, filled
+    return labels == best, filled
+
+
+def _crop_box(mask: np.ndarray, margin: int = 3):
+    ys, xs = np.nonzero(mask)
+    if ys.size == 0:
+        return None
+    h, w = mask.shape
+    return (slice(max(ys.min() - margin, 0), min(ys.max() + margin + 1, h)),
+            slice(max(xs.min() - margin, 0), min(xs.max() + margin + 1, w)))
+
+
+def _wall_thickness(mask: np.ndarray, cy: float, cx: float) -> float:
+    angles = np.arange(N_RAYS) * (2.0 * math.pi / N_RAYS)
+    steps = np.arange(0.0, RAY_LENGTH_PX, RAY_STEP_PX)
+    ys = np.rint(cy + np.sin(angles)[:, None] * steps[None, :]).astype(np.int64)
+    xs = np.rint(cx + np.cos(angles)[:, None] * steps[None, :]).astype(np.int64)
+    valid = (ys >= 0) & (ys < mask.shape[0]) & (xs >= 0) & (xs < mask.shape[1])
+    on = np.zeros(ys.shape, dtype=bool)
+    on[valid] = mask[ys[valid], xs[valid]]
+    has = on.any(axis=1)
+    start = np.argmax(on, axis=1)
+    after = np.where(np.arange(steps.size)[None, :] >= start[:, None], ~on, False)
+    has_end = after.any(axis=1)
+    end = np.argmax(after, axis=1)
+    ok = has & has_end
+    if not ok.any():
+        return math.nan
+    return float(np.mean((end[ok] - start[ok]) * RAY_STEP_PX))
+
+
+def _t1_heterogeneity(t1: np.ndarray) -> float:
+    values = []
+    for s in range(t1.shape[0]):
+        mask = np.isfinite(t1[s])
+        box = _crop_box(mask, margin=int(3 * T1_SMOOTH_SIGMA_PX) + 1)
+        if box is None:
+            continue
+        m = mask[box].astype(np.float64)
+        v = np.where(mask[box], t1[s][box], 0.0).astype(np.float64)
+        num = ndimage.gaussian_filter(v, T1_SMOOTH_SIGMA_PX, mode="constant")
+        den = ndimage.gaussian_filter(m, T1_SMOOTH_SIGMA_PX, mode="constant")
+        smoothed = num[mask[box]] / den[mask[box]]
+        values.append(smoothed - smoothed.mean())
+    if not values:
+        return math.nan
+    return float(np.concatenate(values).std())
+
+
+def _crossing(curve: np.ndarray, level: float, start: int, rising: bool) -> float:
+    """First fractional frame after ``start`` where ``curve`` crosses ``level`` (linear interpolation)."""
+    for j in range(start + 1, curve.size):
+        if (curve[j] >= level) if rising else (curve[j] <= level):
+            step = curve[j] - curve[j - 1]
+            return j - 1 + ((level - curve[j - 1]) / step if step != 0 else 1.0)
+    return math.nan
+
+
+def _filling_lag(curve: np.ndarray) -> float:
+    """Cycle fraction from end-systole to 50 % refill of a cavity-area curve starting at end-diastole.
+
+    End-systole is when the curve first comes within END_SYSTOLE_LEVEL of its
+    minimum (of the ED-to-minimum span): a crossing, not the arg-minimum, so a
+    flat isovolumic plateau cannot move it.
+    """
+    frames = curve.size
+    low_frame = int(np.argmin(curve))
+    low = float(curve[low_frame])
+    span = float(curve[0]) - low
+    if span <= 0 or low_frame == 0:
+        return math.nan
+    t_es = _crossing(curve, low + END_SYSTOLE_LEVEL * span, 0, rising=False)
+    t_half = _crossing(curve, low + 0.5 * span, low_frame, rising=True)
+    if not (math.isfinite(t_es) and math.isfinite(t_half)):
+        return math.nan
+    return (t_half - t_es) / frames
+
+
+def measure_subject(cine: np.ndarray, t1map: np.ndarray) -> dict:
+    """Baseline features of one participant (cine uint8 [3, f, H, W], t1map float32 [3, H, W])."""
+    out = dict.fromkeys(FEATURES, math.nan)
+    masks = np.isfinite(t1map)
+    finite = t1map[masks]
+    if finite.size:
+        out["t1_mean_ms"] = float(finite.mean())
+    out["t1_heterogeneity_ms"] = _t1_heterogeneity(t1map)
+    out["myocardial_area_px"] = float(masks[MID].sum())
+
+    regions = []
+    mid_info = None
+    for s in range(cine.shape[0]):
+        box = _crop_box(masks[s], margin=3)
+        if box is None:
+            regions.append(None)
+            continue
+        mask = masks[s][box]
+        cavity, filled = _lv_cavity(mask)
+        if cavity is None:
+            regions.append(None)
+            continue
+        region = ndimage.binary_dilation(cavity, structure=_CROSS) & filled
+        regions.append((box, cavity, region))
+        if s == MID:
+            mid_info = (box, mask, cavity, filled, region)
+    if mid_info is None:
+        out["qc_ok"] = False
+        return out
+
+    box, mask, cavity, filled, region = mid_info
+    ed = cine[MID, 0][box].astype(np.float64)
+    deep_cavity = ndimage.binary_erosion(cavity, structure=_CROSS, iterations=2)
+    deep_myo = ndimage.binary_erosion(mask, structure=_CROSS)
+    if deep_cavity.sum() < 5 or deep_myo.sum() < 5:
+        out["qc_ok"] = False
+        return out
+    blood_level = float(np.median(ed[deep_cavity]))
+    myo_level = float(np.median(ed[deep_myo]))
+    contrast = blood_level - myo_level
+    if contrast <= 5.0:
+        out["qc_ok"] = False
+        return out
+    lo, hi = BLOOD_FRACTION_CLIP
+
+    def area_curve(s):
+        box_s, _, region_s = regions[s]
+        pixels = cine[s][(slice(None),) + box_s][:, region_s].astype(np.float64)
+        fraction = np.clip((pixels - myo_level) / contrast, lo, hi)
+        return fraction.sum(axis=1), fraction
+
+    mid_curve, mid_fraction = area_curve(MID)
+    es = int(np.argmin(mid_curve))
+    out["ed_cavity_area_px"] = float(mid_curve[0])
+    out["es_cavity_area_px"] = float(mid_curve[es])
+    if mid_curve[0] > 0:
+        out["area_emptying"] = float(1.0 - mid_curve[es] / mid_curve[0])
+
+    cy, cx = ndimage.center_of_mass(cavity)
+    out["wall_thickness_px"] = _wall_thickness(mask, cy, cx)
+
+    # Sectors anchored on the RV: the filled mask (LV disc plus RV crescent) has its centroid on the RV side.
+    fy, fx = ndimage.center_of_mass(filled)
+    rv_angle = math.atan2(fy - cy, fx - cx)
+    ys, xs = np.nonzero(region)
+    rel = np.angle(np.exp(1j * (np.arctan2(ys - cy, xs - cx) - rv_angle)))
+    sector = np.floor((rel + 2.0 * math.pi / 3.0) / (math.pi / 3.0)).astype(np.int64) % N_SECTORS
+    ed_sector = np.bincount(sector, weights=mid_fraction[0], minlength=N_SECTORS)
+    es_sector = np.bincount(sector, weights=mid_fraction[es], minlength=N_SECTORS)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = 1.0 - es_sector / ed_sector
+    if np.all(ed_sector > 1.0):
+        out["motion_heterogeneity"] = float(np.std(change))
+
+    total = mid_curve.copy()
+    for s in range(cine.shape[0]):
+        if s != MID and regions[s] is not None:
+            total += area_curve(s)[0]
+    out["filling_lag"] = _filling_lag(total)
+    out["qc_ok"] = bool(all(np.isfinite(out[k]) for k in FEATURES))
+    return out
+
+
+def measure_subjects(cine: np.ndarray, t1map: np.ndarray) -> dict:
+    """Baseline features of a batch: {feature: float64 [n]} plus ``qc_ok`` bool [n].
+
+    cine uint8 [n, 3, frames, H, W]; t1map float32 [n, 3, H, W].
+    """
+    cine = np.asarray(cine)
+    t1map = np.asarray(t1map)
+    if cine.ndim != 5 or t1map.ndim != 4 or cine.shape[0] != t1map.shape[0]:
+        raise ValueError(f"expected cine [n, 3, f, H, W] and t1map [n, 3, H, W], got {cine.shape} and {t1map.shape}")
+    rows = [measure_subject(cine[i], t1map[i]) for i in range(cine.shape[0])]
+    result = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in FEATURES}
+    result["qc_ok"] = np.array([r["qc_ok"] for r in rows], dtype=bool)
+    return result
+
+
+def standardise(values: np.ndarray) -> np.ndarray:
+    """Within-cohort z-scores; NaN (unmeasurable) becomes 0, the cohort mean."""
+    values = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(values)
+    if finite.sum() < 2:
+        return np.zeros_like(values)
+    mean = values[finite].mean()
+    sd = values[finite].std()
+    z = (values - mean) / sd if sd > 0 else np.zeros_like(values)
+    return np.where(finite, z, 0.0)
+
+
+def baseline_score(features: dict) -> np.ndarray:
+    """The frozen baseline phenotype: sum of BASELINE_WEIGHTS x within-cohort z-scores."""
+    missing = [k for k in BASELINE_WEIGHTS if k not in features]
+    if missing:
+        raise KeyError(f"baseline_score: features lack {', '.join(missing)}")
+    score = None
+    for name, weight in BASELINE_WEIGHTS.items():
+        term = weight * standardise(features[name])
+        score = term if score is None else score + term
+    return score
+
+
+def montage_png(cine: np.ndarray, t1map: np.ndarray, path, max_subjects: int = 4, title: str | None = None):
+    """Save a PNG: per participant (row) the mid-slice ED and ES cine frames and the mid T1 map.
+
+    Accepts one participant (cine [3, f, H, W], t1map [3, H, W]) or a batch
+    (the first ``max_subjects``).  End-systole is the baseline pipeline's
+    minimum-cavity frame (frame 0 and the middle frame if it cannot be measured).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cine = np.asarray(cine)
+    t1map = np.asarray(t1map)
+    if cine.ndim == 4:
+        cine, t1map = cine[None], t1map[None]
+    n = min(cine.shape[0], max_subjects)
+    fig, axes = plt.subplots(n, 3, figsize=(9, 3 * n), squeeze=False)
+    for i in range(n):
+        es = _es_frame(cine[i], t1map[i])
+        panels = ((cine[i, MID, 0], "mid ED (frame 0)", "gray", (0, 255)),
+                  (cine[i, MID, es], f"mid ES (frame {es})", "gray", (0, 255)),
+                  (t1map[i, MID], "mid native T1 (ms)", "viridis", (700, 1400)))
+        for ax, (img, label, cmap, (vmin, vmax)) in zip(axes[i], panels):
+            shown = ax.imshow(img, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
+            ax.set_title(label, fontsize=9)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if cmap == "viridis":
+                fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.04)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=100)
+    plt.close(fig)
+
+
+def _es_frame(cine: np.ndarray, t1map: np.ndarray) -> int:
+    masks = np.isfinite(t1map[MID])
+    box = _crop_box(masks)
+    if box is not None:
+        cavity, _ = _lv_cavity(masks[box])
+        if cavity is not None:
+            curve = cine[MID][(slice(None),) + box][:, cavity].astype(np.float64).sum(axis=1)
+            return int(np.argmin(curve))
+    return cine.shape[1] // 2

@@ -1,0 +1,165 @@
+"""Fast, deterministic writers for the released images.
+
+``write_npz`` writes the standard ``.npz`` that ``np.load`` reads (a zip of
+``cine.npy`` and ``t1map.npy``), compressed with ISA-L's deflate (zip method 8,
+raw deflate) instead of zlib: on noisy MRI pixels, which compress only ~1.3x,
+ISA-L at ``NPZ_ISAL_LEVEL`` is more than ten times faster than
+``np.savez_compressed`` for files within a few per cent of its size.  Members
+carry a fixed 1980-01-01 00:00:00 timestamp and no extra fields, so identical
+arrays give identical bytes.
+
+``ImagingZarrWriter`` writes the same arrays into one Zarr (format 2) group,
+``imaging.zarr``: ``cine`` [n, 3, 25, 128, 128] uint8 and ``t1map`` [n, 3, 128,
+128] float32 chunked one participant per chunk, plus ``subject_id``.  The
+store's metadata and ``subject_id`` are written once by ``create``; afterwards
+each process writes whole chunks of its own subject range, so writers of
+disjoint ranges never touch the same object.
+"""
+from __future__ import annotations
+
+import io
+import struct
+
+import numpy as np
+from isal import isal_zlib
+
+#: ISA-L deflate level and memory level for npz members, measured on rendered
+#: cine + T1 (2 cores): level 1 with the largest buffers compresses a
+#: participant's 1.4 MB in ~2.5 ms against ~35 ms for np.savez_compressed (zlib
+#: level 6), files 1.5-2 % larger.  Level 0 expands noisy data (Huffman tables
+#: are fixed); level 2-3 gain < 0.5 % for 10-40 % more time; memory level 1
+#: shrinks files by 5 % but is 4x slower.
+NPZ_ISAL_LEVEL = 1
+NPZ_ISAL_MEM_LEVEL = 9
+#: 1980-01-01 00:00:00 in MS-DOS date/time fields (the earliest a zip can hold).
+_DOS_TIME = 0
+_DOS_DATE = (1980 - 1980) << 9 | 1 << 5 | 1
+_VERSION = 20           # 2.0: deflate
+_FLAGS = 0
+_METHOD_DEFLATE = 8
+
+
+def _npy_header(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, np.lib.format.header_data_from_array_1_0(array))
+    return buffer.getvalue()
+
+
+def _deflate_member(array: np.ndarray, level: int) -> tuple[bytes, int, int]:
+    """(raw deflate of header + data, CRC-32, uncompressed size) of one .npy member."""
+    array = np.ascontiguousarray(array)
+    header = _npy_header(array)
+    data = memoryview(array).cast("B")
+    compressor = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15, NPZ_ISAL_MEM_LEVEL)
+    payload = compressor.compress(header) + compressor.compress(data) + compressor.flush()
+    crc = isal_zlib.crc32(data, isal_zlib.crc32(header))
+    return payload, crc & 0xFFFFFFFF, len(header) + data.nbytes
+
+
+def npz_bytes(arrays: dict, level: int = NPZ_ISAL_LEVEL) -> bytes:
+    """The bytes of an .npz holding ``arrays`` ({name: ndarray}, written in the given order)."""
+    parts = []
+    central = []
+    offset = 0
+    for name, array in arrays.items():
+        filename = f"{name}.npy".encode()
+        payload, crc, size = _deflate_member(np.asarray(array), level)
+        if len(payload) >= 0xFFFFFFFF or size >= 0xFFFFFFFF:
+            raise ValueError(f"npz member {name} exceeds the 4 GiB a zip without ZIP64 can hold")
+        local = struct.pack("<4s5H3L2H", b"PK\x03\x04", _VERSION, _FLAGS, _METHOD_DEFLATE, _DOS_TIME, _DOS_DATE,
+                            crc, len(payload), size, len(filename), 0) + filename
+        central.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", _VERSION, _VERSION, _FLAGS, _METHOD_DEFLATE,
+                                   _DOS_TIME, _DOS_DATE, crc, len(payload), size, len(filename), 0, 0, 0, 0,
+                                   0o100644 << 16, offset) + filename)
+        parts += [local, payload]
+        offset += len(local) + len(payload)
+    directory = b"".join(central)
+    parts += [directory, struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(central), len(central), len(directory),
+                                     offset, 0)]
+    return b"".join(parts)
+
+
+def write_npz(path_or_fileobj, cine: np.ndarray, t1map: np.ndarray, level: int = NPZ_ISAL_LEVEL) -> int:
+    """Write one participant's ``cine`` and ``t1map`` as a deterministic .npz; returns the byte count.
+
+    ``path_or_fileobj`` is a filesystem path or a binary file object (e.g. from
+    ``fsspec.open(url, "wb")``).
+    """
+    data = npz_bytes({"cine": cine, "t1map": t1map}, level)
+    if hasattr(path_or_fileobj, "write"):
+        path_or_fileobj.write(data)
+    else:
+        with open(path_or_fileobj, "wb") as handle:
+            handle.write(data)
+    return len(data)
+
+
+# ----------------------------------------------------------------------------- Zarr
+
+ZARR_GROUP = "imaging.zarr"
+
+
+def _zarr_compressor():
+    from numcodecs import Zstd
+
+    # Noisy pixels gain little from harder work; level 1 keeps writes cheap.
+    return Zstd(level=1)
+
+
+class ImagingZarrWriter:
+    """Writer of the imaging Zarr group (format 2), safe for disjoint subject ranges across processes.
+
+    Usage: ``ImagingZarrWriter.create(url, subject_ids)`` once (driver), then in any
+    process ``ImagingZarrWriter.open(url).write(start, cine, t1map)`` for
+    contiguous subject ranges.  ``url`` is the group itself (``.../imaging.zarr``)
+    and may be any fsspec URL zarr accepts.
+    """
+
+    def __init__(self, group):
+        self.group = group
+        self.cine = group["cine"]
+        self.t1map = group["t1map"]
+
+    @classmethod
+    def create(cls, url, subject_ids, slices: int = 3, frames: int = 25, size: int = 128,
+               attributes: dict | None = None) -> "ImagingZarrWriter":
+        import zarr
+
+        ids = [str(s) for s in subject_ids]
+        n = len(ids)
+        group = zarr.open_group(url, mode="w", zarr_format=2)
+        compressor = _zarr_compressor()
+        cine = group.create_array("cine", shape=(n, slices, frames, size, size), chunks=(1, slices, frames, size, size),
+                                  dtype="uint8", compressors=compressor, fill_value=0)
+        cine.attrs["_ARRAY_DIMENSIONS"] = ["subject", "slice", "frame", "y", "x"]
+        t1 = group.create_array("t1map", shape=(n, slices, size, size), chunks=(1, slices, size, size),
+                                dtype="float32", compressors=compressor, fill_value=float("nan"))
+        t1.attrs["_ARRAY_DIMENSIONS"] = ["subject", "slice", "y", "x"]
+        t1.attrs["units"] = "ms"
+        sid = group.create_array("subject_id", shape=(n,), chunks=(max(n, 1),), dtype=str)
+        sid.attrs["_ARRAY_DIMENSIONS"] = ["subject"]
+        if n:
+            sid[:] = np.array(ids, dtype=object)
+        group.attrs.update({"slices": ["base", "mid", "apex"], **(attributes or {})})
+        return cls(group)
+
+    @classmethod
+    def open(cls, url) -> "ImagingZarrWriter":
+        import zarr
+
+        return cls(zarr.open_group(url, mode="r+", zarr_format=2))
+
+    def write(self, start: int, cine: np.ndarray, t1map: np.ndarray) -> None:
+        """Write subjects ``start`` .. ``start + len(cine) - 1`` (whole chunks only)."""
+        stop = start + cine.shape[0]
+        if t1map.shape[0] != cine.shape[0]:
+            raise ValueError("cine and t1map hold different numbers of subjects")
+        if start < 0 or stop > self.cine.shape[0]:
+            raise ValueError(f"subject range {start}..{stop - 1} outside 0..{self.cine.shape[0] - 1}")
+        self.cine[start:stop] = cine
+        self.t1map[start:stop] = t1map
+
+
+def write_zarr_range(url, start: int, cine: np.ndarray, t1map: np.ndarray) -> None:
+    """Open the group at ``url`` and write one subject range (a picklable task for worker processes)."""
+    ImagingZarrWriter.open(url).write(start, cine, t1map)

@@ -1,0 +1,1 @@
+"""Writers of the release and sealed bundles."""

@@ -1,0 +1,1 @@
+"""Writers of the release bundle's files."""

@@ -1,0 +1,222 @@
+"""The release's ``genotypes.vcf.gz`` (BGZF, phased GT) and its tabix index.
+
+Variants are cut into chunks of ``chunk_size`` records.  Each chunk is formatted
+and BGZF-compressed on its own (by whatever ``map_fn`` runs the work) and starts
+a fresh BGZF block, so the file is the same bytes whoever compressed which
+chunk; ``chunk_size`` is therefore part of the output format and fixed by the
+caller's configuration, never by a scheduler.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import fsspec
+import numpy as np
+import pandas as pd
+
+from . import bgzf, tabix
+
+DEFAULT_CHUNK_SIZE = 256
+FILE_FORMAT = "VCFv4.3"
+GT_DESCRIPTION = "Phased genotype"
+_FIXED_COLUMNS = ("CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO", "FORMAT")
+_FORBIDDEN_IN_FIELDS = ("\t", "\n", "\r", " ", ";", ",")
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    """Everything one worker needs to produce one compressed chunk."""
+
+    read_chunk: Callable[[int, int], np.ndarray]
+    v0: int
+    v1: int
+    n_samples: int
+    prefix_bytes: np.ndarray
+    prefix_offsets: np.ndarray
+
+
+@dataclass(frozen=True)
+class EncodedChunk:
+    compressed: bytes
+    block_starts: np.ndarray
+    record_ends: np.ndarray
+    data_length: int
+
+
+def vcf_header(sample_ids, contigs) -> str:
+    """The header text, ``##fileformat`` to the ``#CHROM`` line inclusive.
+
+    Holds nothing that varies between builds of the same world: no date, no
+    command line, no paths, no versions.
+    """
+    lines = [f"##fileformat={FILE_FORMAT}", '##FILTER=<ID=PASS,Description="All filters passed">']
+    lines += [f"##contig=<ID={name},length={int(length)}>" for name, length in contigs]
+    lines.append(f'##FORMAT=<ID=GT,Number=1,Type=String,Description="{GT_DESCRIPTION}">')
+    lines.append("#" + "\t".join(_FIXED_COLUMNS + tuple(sample_ids)))
+    return "\n".join(lines) + "\n"
+
+
+def _check_field(values: pd.Series, column: str) -> None:
+    text = values.astype(str)
+    if (text.str.len() == 0).any():
+        raise ValueError(f"variants column {column!r} has empty values")
+    for ch in _FORBIDDEN_IN_FIELDS:
+        if text.str.contains(ch, regex=False).any():
+            raise ValueError(f"variants column {column!r} contains {ch!r}, which VCF does not allow there")
+
+
+def _validate(variants: pd.DataFrame, sample_ids, contigs) -> np.ndarray:
+    """Check the inputs; returns each variant's index into ``contigs``."""
+    missing = {"contig", "position", "id", "ref", "alt"} - set(variants.columns)
+    if missing:
+        raise ValueError(f"variants lacks columns {sorted(missing)}")
+    if len(variants) == 0:
+        raise ValueError("variants is empty; a VCF release needs at least one record")
+    if len(sample_ids) == 0:
+        raise ValueError("sample_ids is empty")
+    if len(set(sample_ids)) != len(sample_ids):
+        raise ValueError("sample_ids has duplicates")
+    for sample in sample_ids:
+        if any(ch in str(sample) for ch in _FORBIDDEN_IN_FIELDS):
+            raise ValueError(f"sample id {sample!r} contains a character VCF does not allow")
+    names = [str(name) for name, _ in contigs]
+    if len(set(names)) != len(names):
+        raise ValueError("contigs has duplicate names")
+    lengths = np.array([int(length) for _, length in contigs], dtype=np.int64)
+    contig_index = variants["contig"].astype(str).map({name: i for i, name in enumerate(names)})
+    if contig_index.isna().any():
+        unknown = sorted(set(variants["contig"].astype(str)) - set(names))
+        raise ValueError(f"variants on contigs absent from contigs: {unknown[:5]}")
+    contig_index = contig_index.to_numpy(dtype=np.int64)
+    if np.any(np.diff(contig_index) < 0):
+        raise ValueError("variants are not grouped by contig in the order of contigs")
+    position = variants["position"].to_numpy(dtype=np.int64)
+    if position.min() < 1:
+        raise ValueError("variant positions must be 1-based (≥ 1)")
+    same_contig = np.diff(contig_index) == 0
+    if np.any(np.diff(position)[same_contig] < 0):
+        raise ValueError("variant positions are not sorted within a contig")
+    ref_length = variants["ref"].astype(str).str.len().to_numpy()
+    if np.any(position + ref_length - 1 > lengths[contig_index]):
+        raise ValueError("a variant extends past the end of its contig's length")
+    for column in ("id", "ref", "alt"):
+        _check_field(variants[column], column)
+    return contig_index
+
+
+def record_prefixes(variants: pd.DataFrame) -> list[bytes]:
+    """CHROM … FORMAT columns of each record, tab-joined, without a trailing tab."""
+    text = (
+        variants["contig"].astype(str) + "\t"
+        + variants["position"].astype(np.int64).astype(str) + "\t"
+        + variants["id"].astype(str) + "\t"
+        + variants["ref"].astype(str) + "\t"
+        + variants["alt"].astype(str) + "\t.\tPASS\t.\tGT"
+    )
+    return [line.encode("ascii") for line in text.tolist()]
+
+
+def encode_chunk(task: ChunkTask) -> EncodedChunk:
+    """Read, format and BGZF-compress one chunk of records (runs on a worker)."""
+    from kernels.vcf_encode import format_vcf_records
+
+    haplotypes = np.asarray(task.read_chunk(task.v0, task.v1))
+    expected = (task.v1 - task.v0, task.n_samples, 2)
+    if haplotypes.shape != expected or haplotypes.dtype != np.int8:
+        raise ValueError(
+            f"read_chunk({task.v0}, {task.v1}) returned {haplotypes.dtype}{list(haplotypes.shape)}; "
+            f"expected int8{list(expected)}"
+        )
+    text, record_ends = format_vcf_records(task.prefix_bytes, task.prefix_offsets, np.ascontiguousarray(haplotypes))
+    compressed, block_starts = bgzf.compress_chunk(text)
+    return EncodedChunk(compressed, block_starts, record_ends, int(text.nbytes))
+
+
+def _chunk_tasks(prefixes: list[bytes], read_chunk, n_samples: int, chunk_size: int) -> list[ChunkTask]:
+    tasks = []
+    for v0 in range(0, len(prefixes), chunk_size):
+        v1 = min(v0 + chunk_size, len(prefixes))
+        lengths = [len(p) for p in prefixes[v0:v1]]
+        offsets = np.zeros(v1 - v0 + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        prefix_bytes = np.frombuffer(b"".join(prefixes[v0:v1]), dtype=np.uint8)
+        tasks.append(ChunkTask(read_chunk, v0, v1, n_samples, prefix_bytes, offsets))
+    return tasks
+
+
+def _temporary_name(path: str) -> str:
+    return f"{path}.partial-{uuid.uuid4().hex}"
+
+
+def write_vcf(
+    path: str,
+    variants: pd.DataFrame,
+    sample_ids,
+    contigs,
+    read_chunk: Callable[[int, int], np.ndarray],
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    map_fn: Callable[[Callable, Iterable], Iterable] = map,
+) -> dict:
+    """Write ``path`` (a BGZF VCF) and ``path + ".tbi"``; returns a small summary.
+
+    path : local path or fsspec URL of the ``.vcf.gz`` to create.
+    variants : DataFrame with contig (str), position (int, 1-based), id, ref, alt,
+        grouped by contig in ``contigs`` order and sorted by position within one.
+    sample_ids : sequence of str, the sample columns.
+    contigs : list of (name, length), the header's contigs in order.
+    read_chunk : ``read_chunk(v0, v1)`` → int8[v1 - v0, n_samples, 2] phased
+        haplotypes of variants v0..v1; must pickle if ``map_fn`` ships work to
+        other processes.
+    chunk_size : records per independently compressed chunk (part of the format).
+    map_fn : ``map_fn(func, tasks)`` → results in task order (builtin ``map``, an
+        executor's ``map``, or a Dask client's map followed by gather).
+    Both files appear under their final names only when complete, the index
+    first, so a present ``.vcf.gz`` always has its index beside it.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    sample_ids = [str(s) for s in sample_ids]
+    contig_index = _validate(variants, sample_ids, contigs)
+    names = [str(name) for name, _ in contigs]
+    header = bgzf.compress_chunk(vcf_header(sample_ids, contigs).encode("ascii"))[0]
+    tasks = _chunk_tasks(record_prefixes(variants), read_chunk, len(sample_ids), chunk_size)
+
+    n_records = len(variants)
+    vstart = np.empty(n_records, dtype=np.uint64)
+    vend = np.empty(n_records, dtype=np.uint64)
+    fs, fs_path = fsspec.core.url_to_fs(path)
+    vcf_tmp, tbi_tmp = _temporary_name(fs_path), _temporary_name(fs_path + ".tbi")
+    try:
+        with fs.open(vcf_tmp, "wb") as out:
+            out.write(header)
+            offset = len(header)
+            for task, chunk in zip(tasks, map_fn(encode_chunk, tasks), strict=True):
+                if len(chunk.record_ends) != task.v1 - task.v0:
+                    raise RuntimeError(f"chunk {task.v0}:{task.v1} came back with {len(chunk.record_ends)} records")
+                starts = np.concatenate(([0], chunk.record_ends[:-1]))
+                vstart[task.v0:task.v1] = bgzf.virtual_offsets(starts, chunk.block_starts, offset, chunk.data_length)
+                vend[task.v0:task.v1] = bgzf.virtual_offsets(
+                    chunk.record_ends, chunk.block_starts, offset, chunk.data_length
+                )
+                out.write(chunk.compressed)
+                offset += len(chunk.compressed)
+            out.write(bgzf.EOF_BLOCK)
+            compressed_size = offset + len(bgzf.EOF_BLOCK)
+
+        used = np.unique(contig_index)
+        record_sequence = np.searchsorted(used, contig_index)
+        beg = variants["position"].to_numpy(dtype=np.int64) - 1
+        end = beg + variants["ref"].astype(str).str.len().to_numpy(dtype=np.int64)
+        index = tabix.tabix_index_file([names[i] for i in used], record_sequence, beg, end, vstart, vend)
+        with fs.open(tbi_tmp, "wb") as out:
+            out.write(index)
+        fs.mv(tbi_tmp, fs_path + ".tbi")
+        fs.mv(vcf_tmp, fs_path)
+    finally:
+        for leftover in (vcf_tmp, tbi_tmp):
+            if fs.exists(leftover):
+                fs.rm(leftover)
+    return {"path": path, "records": n_records, "samples": len(sample_ids), "chunks": len(tasks),
+            "compressed_bytes": compressed_size}
