@@ -50,7 +50,7 @@ def core_task(world, block_ids: list, geno_url: str | None) -> list:
         dosage = hap[:, 0, :] + hap[:, 1, :]
         mol = molecules.BlockMolecules(world, b, pop, dosage)
         prot = mol.proteins_raw()
-        poly = molecules.standardised_genotypes(world, dosage, world.polygenic_variants) @ world.polygenic_effects
+        poly = molecules.dot(molecules.standardised_genotypes(world, dosage, world.polygenic_variants), world.polygenic_effects[:, None])[:, 0]
         rec = dict(
             block=b, pop=pop,
             tracked_raw=prot[:, tracked],

@@ -24,6 +24,13 @@ VISIT2_FACTOR_CARRY = 0.85  # corr of the shared factors between visits
 VISIT2_RESID_CARRY = 0.60  # corr of assay/biological residuals between visits
 
 
+def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Matrix product with a fixed summation order.  BLAS may block and thread a
+    product differently in a worker (one thread) and in the client (many), which
+    changes the last bits; einsum's own loop does not."""
+    return np.einsum("ij,jk->ik", a, b, optimize=False)
+
+
 def haplotypes(world, b: int) -> np.ndarray:
     """int8 [n, 2, variants] for block ``b``."""
     from kernels.genotypes import simulate_haplotypes
@@ -63,7 +70,7 @@ class BlockMolecules:
         trans = np.where(master >= 0, TRANS_EFFECT * gs[:, np.maximum(master, 0)], 0.0)
         # the protein's biological part (everything but the covariate terms)
         self.protein_bio = (np.sqrt(world.protein_h2) * gs[:, world.protein_cis] + trans
-                            + self.factors @ world.protein_loadings.T + PROTEIN_RESIDUAL * self.protein_resid)
+                            + dot(self.factors, world.protein_loadings.T) + PROTEIN_RESIDUAL * self.protein_resid)
         self.cov = _covariate_terms(pop)[:, None]
 
     def proteins_raw(self) -> np.ndarray:
@@ -76,18 +83,18 @@ class BlockMolecules:
         tm = w.transcript_master
         trans = np.where(tm >= 0, TRANS_EFFECT * self.gs[:, np.maximum(tm, 0)], 0.0)
         own = (w.transcript_cis * self.gs[:, w.protein_cis] + trans
-               + self.factors @ w.transcript_loadings.T + PROTEIN_RESIDUAL * resid)
+               + dot(self.factors, w.transcript_loadings.T) + PROTEIN_RESIDUAL * resid)
         c = w.transcript_concordance
         covs = np.column_stack([self.pop["age"] - PC["age_centre"], self.pop["sex"], self.pop["bmi"] - PC["bmi_centre"]])
-        return c * self.protein_bio + np.sqrt(1.0 - c * c) * own + covs @ w.transcript_cov.T
+        return c * self.protein_bio + np.sqrt(1.0 - c * c) * own + dot(covs, w.transcript_cov.T)
 
     def metabolites_raw(self) -> np.ndarray:
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
         resid = seeds.stream(s, "metabolite_residual", b).standard_normal((n, w.n_metabolites))
         covs = np.column_stack([self.pop["age"] - PC["age_centre"], self.pop["sex"], self.pop["bmi"] - PC["bmi_centre"]])
-        return (np.sqrt(w.metabolite_h2) * self.gs[:, w.metabolite_cis] + self.factors @ w.metabolite_loadings.T
-                + covs @ w.metabolite_cov.T + PROTEIN_RESIDUAL * resid)
+        return (np.sqrt(w.metabolite_h2) * self.gs[:, w.metabolite_cis] + dot(self.factors, w.metabolite_loadings.T)
+                + dot(covs, w.metabolite_cov.T) + PROTEIN_RESIDUAL * resid)
 
     def proteins_visit2_raw(self, rows: np.ndarray, age_shift: np.ndarray, bmi2: np.ndarray) -> np.ndarray:
         """Ordinary protein equation five years on for the block rows ``rows``:
@@ -103,7 +110,7 @@ class BlockMolecules:
         master = w.protein_master
         gs = self.gs[rows]
         trans = np.where(master >= 0, TRANS_EFFECT * gs[:, np.maximum(master, 0)], 0.0)
-        bio = (np.sqrt(w.protein_h2) * gs[:, w.protein_cis] + trans + f2 @ w.protein_loadings.T + PROTEIN_RESIDUAL * r2)
+        bio = (np.sqrt(w.protein_h2) * gs[:, w.protein_cis] + trans + dot(f2, w.protein_loadings.T) + PROTEIN_RESIDUAL * r2)
         pop_rows = {k: v[rows] for k, v in self.pop.items()}
         return bio + _covariate_terms(pop_rows, age_shift=age_shift, bmi=bmi2)[:, None]
 

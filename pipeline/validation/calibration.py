@@ -131,12 +131,26 @@ def checks(world) -> tuple[list, dict]:
     m = int(close.sum())
     n_hap = h.shape[1]
     if m >= 3:
-        se_i = (1 - r_exp[close] ** 2) / np.sqrt(n_hap)
-        se = np.sqrt(np.sum(se_i ** 2)) / m
+        # SE by a delete-one-group jackknife over participants: phi coefficients of
+        # binary alleles do not follow the normal-theory SE, and adjacent pairs overlap.
+        groups = 20
+        gid = (np.arange(n_hap) // 2) % groups  # both haplotypes of a participant together
+        ac, bc = a[close], b[close]
+        stats_j = []
+        for g in range(groups):
+            keep = gid != g
+            aa, bb = ac[:, keep], bc[:, keep]
+            aa = aa - aa.mean(axis=1, keepdims=True)
+            bb = bb - bb.mean(axis=1, keepdims=True)
+            rj = (aa * bb).sum(axis=1) / np.sqrt((aa ** 2).sum(axis=1) * (bb ** 2).sum(axis=1))
+            stats_j.append(np.nanmean(rj - r_exp[close]))
+        stats_j = np.asarray(stats_j)
+        se = float(np.sqrt((groups - 1) / groups * np.sum((stats_j - stats_j.mean()) ** 2)))
         diff = float(np.mean(r_obs[close] - r_exp[close]))
         out.append(band("LD: mean observed - expected haplotype r (pairs with latent rho > 0.3)", GROUP, diff, 0.0,
                         tg["ld_decay"]["k_se"] * se, tg["ld_decay"]["source"],
-                        f"{m} adjacent pairs; mean observed r {np.mean(r_obs[close]):.3f}, expected {np.mean(r_exp[close]):.3f}", se=se))
+                        f"{m} adjacent pairs; mean observed r {np.mean(r_obs[close]):.3f}, expected {np.mean(r_exp[close]):.3f}; "
+                        "SE by participant jackknife", se=se))
     else:
         out.append(Check("LD by distance", GROUP, float("nan"), None, None, None, False, tg["ld_decay"]["source"],
                          f"only {m} close adjacent pairs", level="calibration"))
