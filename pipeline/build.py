@@ -211,13 +211,14 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
 
         # ---- imaging -------------------------------------------------------------------
         baseline = None
+        feature_tables = {}
         traits_z = phenotypes.trait_z(world, coh, coh.latent, 1)
         traits_v1 = phenotypes.traits_clinical(world, traits_z, "traits")
         if rel.imaging != "none":
             from .imaging_stage import run_imaging
 
             prog.start("imaging")
-            baseline, img_hashes, img_timing = run_imaging(executor, w, world, coh, traits_v1, output, cfg)
+            baseline, img_hashes, img_timing, feature_tables = run_imaging(executor, w, world, coh, traits_v1, v2cov, output, cfg)
             known_hashes.update(img_hashes)
             for k, v in img_timing.items():
                 timings[k] = timings.get(k, 0.0) + v
@@ -232,6 +233,10 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
 
         plain = config.to_plain(cfg)
         write_sealed(output, world, coh, plain, dict(plain.get("oracle", {})), baseline, traits_z)
+        for visit, table in feature_tables.items():
+            # the environment's own measurement of the released pixels (baseline pipeline)
+            name = "imaging_features.parquet" if visit == 1 else "imaging_features_visit2.parquet"
+            output.write_bytes(posixpath.join(output.sealed, name), table_bytes(table))
         output.write_json(posixpath.join(output.sealed, MANIFEST),
                           build_manifest(output, output.sealed, extra={"world_id": world.id, "bundle": "sealed"}))
         prog.start("manifest")

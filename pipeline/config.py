@@ -77,7 +77,7 @@ class ReleaseConfig:
 
     imaging: str = "npz"  #: npz (one file per participant), zarr (one store), none (no pixels)
     visit2_imaging: bool = True  #: repeat MRI for imaged participants who attended visit 2
-    angiograms: int = 60  #: coronary angiogram frames for a small random subset (0 = none)
+    angiograms: int = 0  #: coronary angiogram frames for a small random subset (0 = none; not yet rendered)
     vcf: bool = True
     genotype_zarr: bool = True
     parquet_compression: str = "zstd"

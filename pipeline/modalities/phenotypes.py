@@ -56,9 +56,10 @@ def _unit(zs, std_terms):
     return np.sqrt(max(0.05, 1.0 - var))
 
 
-def trait_z(world, cohort, latent, visit: int, z_age=None, z_bmi=None, z_ex=None) -> dict:
-    """Standardised morphology traits for all participants at a visit (1 or 2)."""
-    a = world.archetype
+def trait_z(world, cohort, latent, visit: int, z_age=None, z_bmi=None, z_ex=None, archetype=None) -> dict:
+    """Standardised morphology traits for all participants at a visit (1 or 2).
+    ``archetype`` overrides the world's only to reproduce the paper's follow-up defect."""
+    a = archetype or world.archetype
     alpha = dict(zip(TRAITS, ARCHETYPE_LOADINGS[a]))
     tex = TEXTURE_LOADINGS[a]
     bp = world.params["bias_params"]
@@ -91,7 +92,7 @@ def trait_z(world, cohort, latent, visit: int, z_age=None, z_bmi=None, z_ex=None
     return out
 
 
-def traits_clinical(world, z: dict, noise_name: str) -> dict:
+def traits_clinical(world, z: dict, noise_name: str, archetype=None) -> dict:
     """Clinical-unit traits and the rendering parameters of ``pipeline.imaging``."""
     t = mesa_table()
     edv = np.clip(t["lv_edv"]["mean"] + t["lv_edv"]["sd"] * z["edv"], t["lv_edv"]["lower"], t["lv_edv"]["upper"])
@@ -108,7 +109,7 @@ def traits_clinical(world, z: dict, noise_name: str) -> dict:
     rv_e = blocks.normal(world, f"{noise_name}/rv", (2,))
     rv_edv = np.clip(t["rv_edv"]["mean"] + t["rv_edv"]["sd"] * (0.6 * z["edv"] + 0.8 * rv_e[:, 0]), 50, 320)
     rv_esv = np.clip(t["rv_esv"]["mean"] + t["rv_esv"]["sd"] * (0.5 * z["esv"] + 0.866 * rv_e[:, 1]), 0.15 * rv_edv, 0.8 * rv_edv)
-    if world.archetype == "ischemic":
+    if (archetype or world.archetype) == "ischemic":
         seg_u = blocks.uniform(world, f"{noise_name}/segment")
         segment = np.floor(seg_u * 6).astype(np.int8)
         segment_motion = np.clip(0.95 + 0.25 * z["motion"], 0.0, 1.0)

@@ -608,7 +608,7 @@ def _t8_analyst(world, c: Ctx) -> list:
     else:
         out.append(at_least("T8: surrogate raises cardiac deaths (z, adjusted Poisson)", G, b / se, Z_SIG, "S1.4 T8",
                             f"log-hazard ratio per SD {b:+.3f}"))
-    feats_path = os.path.join(world.dir, "validation", "imaging_features.parquet")
+    feats_path = os.path.join(world.sealed, "imaging_features.parquet")
     if os.path.exists(feats_path):
         feats = pd.read_parquet(feats_path)
         ids = feats.index
