@@ -212,6 +212,7 @@ class WorldConfig:
     eval_fraction: float = 0.20
     followup_years: float = 12.0
     n_centres: int = 10
+    roles_salt: Optional[str] = None  #: re-deal the roles over protein identifiers (leak audit); None = the seed's own deal
     bias_params: BiasParams = field(default_factory=BiasParams)
 
 

@@ -251,7 +251,9 @@ def sample_world(resolved: Resolved) -> World:
     contig, position, variant_id, ref, alt, af, rho, threshold = _genome(seeds.stream(seed, "world/genome"), V, tuple(w.af_beta), 1000.0 * float(w.ld_decay_kb))
 
     # ---- roles on random identifiers -------------------------------------------------
-    rrng = seeds.stream(seed, "world/roles")
+    # roles_salt re-deals the roles over identifiers while every other draw stays the
+    # same: the leak audit builds a world twice this way and compares non-data bytes.
+    rrng = seeds.stream(seed, "world/roles" + (f"/{w.roles_salt}" if w.roles_salt else ""))
     n_drivers = int(w.n_drivers)
     role_names = [f"driver{i}" for i in range(n_drivers)]
     role_names += [b for b in ("T1", "T2", "T3", "T7", "T9") if b in biases]
