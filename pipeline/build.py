@@ -122,13 +122,16 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
     output = Output(cfg.out, world.id)
     own_executor = executor is None
     if own_executor:
-        executor = make_executor(cfg.cluster)
+        if cfg.cluster.kind == "address" and not output.shared_between_processes:
+            raise config.ConfigError(f"out: {cfg.out!r} lives inside this process; valid with cluster=address: a shared filesystem URL")
+        executor = make_executor(cfg.cluster, processes=output.shared_between_processes)
     try:
         # A rebuild starts by withdrawing the manifests, so nothing half-built looks complete.
         output.rm(posixpath.join(output.release, MANIFEST))
         output.rm(posixpath.join(output.sealed, MANIFEST))
-        output.makedirs(output.release)
-        output.makedirs(output.work)
+        resume = _prepare_work(output, resolved)
+        if resume and progress:
+            log(f"[{world.id}] resuming an interrupted build: finished partitions are reused when their hashes match")
         w = executor.scatter(world)
         groups = block_groups(world, int(cfg.cluster.chunk_blocks))
         rel = cfg.release
@@ -142,10 +145,12 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
             from .writers.release import genozarr
 
             geno_url = output.url(geno_path)
-            output.rm(geno_path)
-            genozarr.init_store(geno_url, variant_table(world), world.subject_ids(), contigs(),
-                                variant_chunk=GENOTYPE_VARIANT_CHUNK, sample_chunk=config.BLOCK_SIZE)
-        futures = [executor.submit(core_task, w, grp, geno_url, key=f"core-{world.id}") for grp in groups]
+            if not (resume and output.exists(posixpath.join(output.work, "genotype_store.ok"))):
+                output.rm(geno_path)
+                genozarr.init_store(geno_url, variant_table(world), world.subject_ids(), contigs(),
+                                    variant_chunk=GENOTYPE_VARIANT_CHUNK, sample_chunk=config.BLOCK_SIZE)
+                output.write_text(posixpath.join(output.work, "genotype_store.ok"), "initialised\n")
+        futures = [executor.submit(core_task, w, grp, geno_url, cfg.out, key=f"core-{world.id}") for grp in groups]
         cores = [rec for recs in executor.gather(futures) for rec in recs]
         timings = _sum_timings(cores)
 
@@ -218,7 +223,7 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
             from .imaging_stage import run_imaging
 
             prog.start("imaging")
-            baseline, img_hashes, img_timing, feature_tables = run_imaging(executor, w, world, coh, traits_v1, v2cov, output, cfg)
+            baseline, img_hashes, img_timing, feature_tables = run_imaging(executor, w, world, coh, traits_v1, v2cov, output, cfg, resume)
             known_hashes.update(img_hashes)
             for k, v in img_timing.items():
                 timings[k] = timings.get(k, 0.0) + v
@@ -258,6 +263,31 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
         "bytes": manifest["total_bytes"],
         "files": manifest["n_files"],
     }
+
+
+def _prepare_work(output, resolved) -> bool:
+    """Keep ``.build/`` only when it belongs to the same world-determining config
+    (then finished partitions are reused); otherwise start from a clean slate."""
+    import hashlib
+    import json
+
+    plain = config.to_plain(resolved.cfg)
+    digest_doc = {k: v for k, v in plain.items() if k not in ("cluster", "out", "seeds")}
+    digest_doc["seed"] = str(resolved.seed)
+    digest = hashlib.sha256(json.dumps(digest_doc, sort_keys=True).encode()).hexdigest()
+    state = posixpath.join(output.work, "state.json")
+    if output.exists(state):
+        try:
+            if json.loads(output.read_bytes(state)).get("digest") == digest:
+                return True
+        except ValueError:
+            pass
+    output.rm(output.work)
+    output.rm(output.release)
+    output.makedirs(output.work)
+    output.makedirs(output.release)
+    output.write_json(state, {"digest": digest})
+    return False
 
 
 def _sum_timings(records) -> dict:

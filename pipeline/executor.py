@@ -86,8 +86,10 @@ def _silence_distributed_logs():
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def make_executor(cluster_cfg) -> Any:
-    """Build the executor for ``cluster_cfg`` (the ``cluster`` config group)."""
+def make_executor(cluster_cfg, processes: bool = True) -> Any:
+    """Build the executor for ``cluster_cfg`` (the ``cluster`` config group).
+    ``processes=False`` runs the local cluster's workers as threads (needed when
+    the output filesystem lives inside this process, as memory:// does)."""
     kind = cluster_cfg.kind
     if kind == "sync":
         return SyncExecutor()
@@ -103,12 +105,12 @@ def make_executor(cluster_cfg) -> Any:
     cluster = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=int(cluster_cfg.threads_per_worker),
-        processes=True,
+        processes=processes,
         memory_limit=cluster_cfg.memory_limit,
         dashboard_address=None,
         silence_logs=40,
-        env={"NUMBA_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // n_workers)),
-             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+        **({} if not processes else {"env": {"NUMBA_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // n_workers)),
+             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}),
     )
     client = Client(cluster)
     return DaskExecutor(client, owns_cluster=cluster)

@@ -44,7 +44,8 @@ class CallChunks:
 
     def __init__(self, store_url: str):
         store_url = str(store_url).rstrip("/")
-        self.array = _open_store(store_url)["call_genotype"]
+        self.root = _open_store(store_url)
+        self.array = self.root["call_genotype"]
         self.shape = self.array.shape
         self.chunks = self.array.chunks
         meta = self.array.metadata
@@ -113,9 +114,8 @@ def load_genotypes(release_dir: str, threads: int | None = None) -> pd.DataFrame
     n_variants, n_samples, ploidy = chunks.shape
     if ploidy != 2:
         raise ValueError(f"load_genotypes handles diploid calls; the store has ploidy {ploidy}")
-    root = _open_store(f"{str(release_dir).rstrip('/')}/{GENOTYPE_STORE}")
-    subject_ids = _strings(root["sample_id"])
-    variant_ids = _strings(root["variant_id"])
+    subject_ids = _strings(chunks.root["sample_id"])
+    variant_ids = _strings(chunks.root["variant_id"])
     if len(subject_ids) != n_samples or len(variant_ids) != n_variants:
         raise ValueError("sample_id / variant_id lengths do not match call_genotype's shape")
 

@@ -39,10 +39,24 @@ def noise_keys(world, rows: np.ndarray, visit: int) -> np.ndarray:
 
 def render_task(out_url: str, world_id: str, layout: str, folder: str, start: int, subject_ids: list,
                 traits: dict, site_fields: np.ndarray) -> dict:
-    """Render, measure and write one group of subjects; returns features, hashes, timings."""
+    """Render, measure and write one group of subjects; returns features, hashes,
+    timings.  A group finished by an interrupted build is reused when every file
+    it wrote still has the SHA-256 it recorded."""
+    import pickle
+
     from .imaging.measure import measure_subjects
     from .imaging.render import render_subjects
+    from .stages import Partitions
 
+    output = Output(out_url, world_id)
+    marker = Partitions(output, "mri")
+    key = f"{folder}_{start:06d}"
+    cached = marker.load(key)
+    if cached is not None:
+        res = pickle.loads(cached)
+        if all(_file_matches(output, posixpath.join(output.release, rel), sha) for rel, (_, sha) in res["hashes"].items()):
+            res["timing"] = {"reused_partitions": 1.0}
+            return res
     timing = {}
     t0 = time.perf_counter()
     cine, t1map = render_subjects(traits, site_fields)
@@ -51,7 +65,6 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     feats = measure_subjects(cine, t1map)
     t2 = time.perf_counter()
     timing["baseline_phenotype"] = t2 - t1
-    output = Output(out_url, world_id)
     hashes = {}
     if layout == "npz":
         from .imaging.writer import npz_bytes
@@ -66,8 +79,20 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
 
         write_zarr_range(output.url(posixpath.join(output.release, f"{folder}.zarr")), start, cine, t1map)
     timing["mri_write"] = time.perf_counter() - t2
-    return {"start": start, "features": feats, "hashes": hashes, "timing": timing,
-            "bytes": int(cine.nbytes + t1map.nbytes)}
+    res = {"start": start, "features": feats, "hashes": hashes, "timing": timing,
+           "bytes": int(cine.nbytes + t1map.nbytes)}
+    marker.save(key, pickle.dumps(res, protocol=5))
+    return res
+
+
+def _file_matches(output, path: str, sha: str) -> bool:
+    if not output.exists(path):
+        return False
+    h = hashlib.sha256()
+    with output.fs.open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest() == sha
 
 
 def _traits_for(world, traits: dict, rows: np.ndarray, centre: np.ndarray, keys: np.ndarray) -> dict:
@@ -88,7 +113,7 @@ def visit2_traits(world, coh, v2cov: dict, archetype: str | None = None) -> dict
     return phenotypes.traits_clinical(world, z, "traits_visit2", archetype=archetype)
 
 
-def run_imaging(executor, w, world, coh, traits_v1: dict, v2cov: dict, output: Output, cfg) -> tuple:
+def run_imaging(executor, w, world, coh, traits_v1: dict, v2cov: dict, output: Output, cfg, resume: bool = False) -> tuple:
     layout = cfg.release.imaging
     site_fields = world.site_fields if world.site_fields is not None else np.zeros((len(world.centre_p), 1))
     ids = world.subject_ids()
@@ -103,10 +128,11 @@ def run_imaging(executor, w, world, coh, traits_v1: dict, v2cov: dict, output: O
         folder = VISITS[visit]
         keys = noise_keys(world, rows, visit)
         tr = _traits_for(world, traits, rows, coh.pop["centre"], keys)
-        if layout == "zarr":
+        zarr_path = posixpath.join(output.release, f"{folder}.zarr")
+        if layout == "zarr" and not (resume and output.exists(zarr_path)):
             from .imaging.writer import ImagingZarrWriter
 
-            ImagingZarrWriter.create(output.url(posixpath.join(output.release, f"{folder}.zarr")), ids[rows])
+            ImagingZarrWriter.create(output.url(zarr_path), ids[rows])
         elif layout == "npz":
             output.makedirs(posixpath.join(output.release, folder))
         for s in range(0, len(rows), SUBJECTS_PER_TASK):

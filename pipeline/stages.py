@@ -29,12 +29,51 @@ def _timed(stats: dict, name: str, t0: float) -> float:
     return t1
 
 
-def core_task(world, block_ids: list, geno_url: str | None) -> list:
+class Partitions:
+    """Work partitions in the manner of bio2zarr: each is written under a ``.wip``
+    name and renamed when complete, then a SHA-256 sidecar is written the same
+    way.  A rerun of the same config reuses a partition only when its bytes match
+    its sidecar, so a partition cut short by a crash is recomputed."""
+
+    def __init__(self, output: Output, stage: str):
+        self.output = output
+        self.root = posixpath.join(output.work, stage)
+
+    def path(self, key) -> str:
+        return posixpath.join(self.root, f"p{key}" if not isinstance(key, int) else f"p{key:05d}")
+
+    def load(self, key) -> bytes | None:
+        path = self.path(key)
+        fs = self.output.fs
+        if not (fs.exists(path) and fs.exists(path + ".sha256")):
+            return None
+        data = self.output.read_bytes(path)
+        want = self.output.read_bytes(path + ".sha256").decode().strip()
+        return data if hashlib.sha256(data).hexdigest() == want else None
+
+    def save(self, key, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        self.output.write_bytes(self.path(key), data)
+        self.output.write_bytes(self.path(key) + ".sha256", digest.encode())
+        return digest
+
+
+def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> list:
     """Population, haplotypes (written to the genotype store) and the per-block
-    records the population stage needs."""
+    records the population stage needs; finished blocks of an interrupted build
+    are reused from their work partitions."""
+    import pickle
+
     out = []
+    parts = Partitions(Output(out_url, world.id), "core")
     tracked = world.tracked_proteins()
     for b in block_ids:
+        cached = parts.load(b)
+        if cached is not None:
+            rec = pickle.loads(cached)
+            rec["timing"] = {"reused_partitions": 1.0}
+            out.append(rec)
+            continue
         stats: dict = {}
         t = time.perf_counter()
         pop = population_block(world, b)
@@ -62,18 +101,16 @@ def core_task(world, block_ids: list, geno_url: str | None) -> list:
             m_met=molecules.moments(mol.metabolites_raw()),
         )
         _timed(stats, "molecules", t)
+        parts.save(b, pickle.dumps(rec, protocol=5))
         rec["timing"] = stats
         out.append(rec)
     return out
 
 
-def _save_partition(output: Output, table: str, b: int, arr: np.ndarray) -> str:
+def _npy_bytes(arr: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, arr, allow_pickle=False)
-    data = buf.getvalue()
-    path = posixpath.join(output.work, table, f"p{b:05d}.npy")
-    output.write_bytes(path, data)
-    return hashlib.sha256(data).hexdigest()
+    return buf.getvalue()
 
 
 def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: str) -> dict:
@@ -84,8 +121,12 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
     population stage.
     """
     output = Output(out_url, world.id)
+    parts = {t: Partitions(output, t) for t in OMICS_TABLES}
     hashes, stats = {}, {}
     for b in block_ids:
+        if all(parts[t].load(b) is not None for t in OMICS_TABLES):
+            stats["reused_partitions"] = stats.get("reused_partitions", 0.0) + 1
+            continue
         t = time.perf_counter()
         ctx = per_block[b]
         pop = population_block(world, b)
@@ -108,7 +149,7 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
         tr = measure(world, b, tr, pop, "transcriptomics")
         met = measure(world, b, met, pop, "metabolomics")
         for name, arr in (("proteomics", prot), ("transcriptomics", tr), ("metabolomics", met), ("proteomics_visit2", prot2)):
-            hashes[(name, b)] = _save_partition(output, name, b, arr.astype(np.float32))
+            hashes[(name, b)] = parts[name].save(b, _npy_bytes(arr.astype(np.float32)))
         _timed(stats, "omics_write", t)
     return {"hashes": hashes, "timing": stats}
 
@@ -133,9 +174,12 @@ def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, col
     with output.fs.open(tmp, "wb") as fh:
         for g in range(0, n_blocks, row_group_blocks):
             arrays = []
+            parts = Partitions(output, table)
             for b in range(g, min(n_blocks, g + row_group_blocks)):
-                with output.fs.open(posixpath.join(output.work, table, f"p{b:05d}.npy"), "rb") as pf:
-                    arrays.append(np.load(io.BytesIO(pf.read())))
+                data = parts.load(b)
+                if data is None:
+                    raise RuntimeError(f"{table}: partition {b} is missing or corrupt; rerun the build to recompute it")
+                arrays.append(np.load(io.BytesIO(data)))
             block = np.concatenate(arrays) if arrays else np.empty((0, len(columns)), np.float32)
             ids = row_ids[offset: offset + len(block)]
             offset += len(block)
@@ -155,7 +199,6 @@ def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, col
     with output.fs.open(dest, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
-    output.rm(posixpath.join(output.work, table))
     return {"table": table, "sha256": h.hexdigest(), "seconds": time.perf_counter() - t0}
 
 

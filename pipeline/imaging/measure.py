@@ -6,9 +6,9 @@ Per participant, from ``cine`` uint8 [3, frames, H, W] and ``t1map`` float32
 
 1. Myocardium = the finite pixels of the T1 map (LV myocardium and RV free wall).
 2. LV cavity region (per slice) = the hole of the myocardial mask (filled mask
-   minus mask) whose centroid lies inside it (the RV cavity is a crescent whose
-   centroid does not), largest such hole; dilated by one pixel so that partial
-   -volume pixels on the endocardial border count.
+   minus mask) with the largest inscribed circle (the RV cavity, the other
+   hole, is a crescent); dilated by one pixel so that partial-volume pixels on
+   the endocardial border count.
 3. Intensity levels from the mid-slice end-diastolic frame: blood = median over
    the eroded cavity, myocardium = median over the eroded myocardial mask.
    Each cavity-region pixel counts as a blood fraction (I - myo) / (blood - myo),
@@ -81,6 +81,7 @@ RAY_STEP_PX = 0.25
 RAY_LENGTH_PX = 64.0
 T1_SMOOTH_SIGMA_PX = 2.0
 N_SECTORS = 6
+MIN_CAVITY_PX = 8
 END_SYSTOLE_LEVEL = 0.05
 BLOOD_FRACTION_CLIP = (-0.5, 1.5)
 MID = 1
@@ -89,23 +90,21 @@ _CROSS = ndimage.generate_binary_structure(2, 1)
 
 
 def _lv_cavity(mask: np.ndarray):
-    """(cavity hole mask, filled mask) of one slice's myocardial mask, or (None, filled)."""
+    """(LV cavity hole, filled mask) of one slice's myocardial mask; the hole is None if there is none.
+
+    The LV cavity is the hole with the largest inscribed circle: the RV cavity is
+    a crescent, narrow however large its area.
+    """
     filled = ndimage.binary_fill_holes(mask)
     holes = filled & ~mask
     labels, n = ndimage.label(holes, structure=_CROSS)
     if n == 0:
         return None, filled
     index = np.arange(1, n + 1)
+    inscribed = ndimage.maximum(ndimage.distance_transform_edt(holes), labels, index)
     sizes = ndimage.sum_labels(holes, labels, index)
-    centroids = ndimage.center_of_mass(holes, labels, index)
-    best, best_size = 0, 0.0
-    for lab, size, (cy, cx) in zip(index, sizes, centroids):
-        if size < 8:
-            continue
-        inside = labels[int(round(cy)), int(round(cx))] == lab
-        if inside and size > best_size:
-            best, best_size = lab, size
-    if best == 0:
+    best = int(index[np.lexsort((sizes, inscribed))[-1]])
+    if sizes[best - 1] < MIN_CAVITY_PX:
         return None, filled
     return labels == best, filled
 

@@ -16,6 +16,28 @@ the world model) into the released pixel arrays:
   t1_heterogeneity_ms, correlation length ~8 px) + per-pixel fit noise.  T1
   maps are quantitative reconstructions and carry no T5 site field.
 
+How traits become pixels (template defaults in ``templates.CardiacTemplate``):
+
+* ``lv_edv_ml``: mid-slice ED blood pool = 700 px^2 x (EDV / 126)^(2/3)
+  (base x1.25, apex x0.42); ``lv_esv_ml``: ES/ED area ratio = r / (1 - 0.18 (1 - r))
+  with r = ESV/EDV (long-axis shortening carries the rest of the ejection).
+* ``lv_wall_mm``: mid-slice ED wall of that many pixels (1 mm/px; base x0.95,
+  apex x0.85; septum 6 % thicker than the lateral wall); ``wall_thickening``:
+  fractional systolic thickening, modulated regionally like the motion.
+* ``motion_heterogeneity``: regional motion multiplier 1 + 0.5 h x h(angle) with
+  h(angle) a unit-RMS random mix of angular harmonics 2-4 (drawn from the key);
+  ``segment`` 0..5 (anterior, anteroseptal, inferoseptal, inferior, inferolateral,
+  anterolateral, 60 degrees apart from the RV insertion) multiplies motion there
+  by ``segment_motion`` inside a smooth window, in all three slices.
+* ``diastolic_lag``: cycle fraction (0-0.3) between end-systole and the start
+  of early filling.
+* ``t1_ms``, ``t1_heterogeneity_ms``: T1 map level and texture SD (above).
+* ``rv_edv_ml``, ``rv_esv_ml``: RV crescent area 520 px^2 x (RVEDV / 130)^(2/3)
+  at mid, same ES rule as the LV.
+* ``site``: row of the site parameters; ``noise_key``: every random draw
+  (position and rotation jitter of a few pixels / ~10 degrees, receiver gain,
+  motion harmonics, T1 texture, all noise).
+
 Site field (bias T5): ``sample_site_fields`` draws, per site, coefficients of a
 low-order 2-D cosine basis; ``site_field`` evaluates 1 + b_site(u).
 """

@@ -23,14 +23,17 @@ import struct
 import numpy as np
 from isal import isal_zlib
 
-#: ISA-L deflate level and memory level for npz members, measured on rendered
-#: cine + T1 (2 cores): level 1 with the largest buffers compresses a
-#: participant's 1.4 MB in ~2.5 ms against ~35 ms for np.savez_compressed (zlib
-#: level 6), files 1.5-2 % larger.  Level 0 expands noisy data (Huffman tables
-#: are fixed); level 2-3 gain < 0.5 % for 10-40 % more time; memory level 1
-#: shrinks files by 5 % but is 4x slower.
+#: ISA-L deflate settings for npz members, measured on rendered cine + T1 (per
+#: participant 1.2 MB of uint8 noise-dominated pixels that compress ~1.15x, and a
+#: mostly-NaN T1 map): level 1, the largest memory level and a 512-byte window
+#: compress in ~1.5-2 ms against ~35 ms for np.savez_compressed (zlib level 6),
+#: files ~2 % larger.  Level 0 expands such data (fixed Huffman tables); levels
+#: 2-3 and larger windows gain < 0.3 % for 10-50 % more time (acquisition noise
+#: leaves almost no long matches); memory level 1 shrinks files by 5 % but is 4x
+#: slower.
 NPZ_ISAL_LEVEL = 1
 NPZ_ISAL_MEM_LEVEL = 9
+NPZ_DEFLATE_WBITS = -9
 #: 1980-01-01 00:00:00 in MS-DOS date/time fields (the earliest a zip can hold).
 _DOS_TIME = 0
 _DOS_DATE = (1980 - 1980) << 9 | 1 << 5 | 1
@@ -50,7 +53,7 @@ def _deflate_member(array: np.ndarray, level: int) -> tuple[bytes, int, int]:
     array = np.ascontiguousarray(array)
     header = _npy_header(array)
     data = memoryview(array).cast("B")
-    compressor = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15, NPZ_ISAL_MEM_LEVEL)
+    compressor = isal_zlib.compressobj(level, isal_zlib.DEFLATED, NPZ_DEFLATE_WBITS, NPZ_ISAL_MEM_LEVEL)
     payload = compressor.compress(header) + compressor.compress(data) + compressor.flush()
     crc = isal_zlib.crc32(data, isal_zlib.crc32(header))
     return payload, crc & 0xFFFFFFFF, len(header) + data.nbytes
@@ -130,7 +133,7 @@ class ImagingZarrWriter:
         group = zarr.open_group(url, mode="w", zarr_format=2)
         compressor = _zarr_compressor()
         cine = group.create_array("cine", shape=(n, slices, frames, size, size), chunks=(1, slices, frames, size, size),
-                                  dtype="uint8", compressors=compressor, fill_value=0)
+                                  dtype="uint8", compressors=compressor, fill_value=None)
         cine.attrs["_ARRAY_DIMENSIONS"] = ["subject", "slice", "frame", "y", "x"]
         t1 = group.create_array("t1map", shape=(n, slices, size, size), chunks=(1, slices, size, size),
                                 dtype="float32", compressors=compressor, fill_value=float("nan"))

@@ -73,6 +73,7 @@ def hidden_participants(world: World, cohort, traits_z: dict | None) -> pd.DataF
         "selection_score": cohort.selection_score,
         "z_age": cohort.z_age, "z_bmi": cohort.z_bmi, "z_exercise": cohort.z_exercise,
         "g_direct": cohort.extras["g_direct"],
+        "g_poly": cohort.extras["g_poly"],
     }
     for p in world.tracked_proteins():
         cols[f"true_{pid[p]}"] = cohort.proteins[int(p)]

@@ -44,31 +44,48 @@ def _stored_raw(data: memoryview) -> bytes:
     return packer.compress(data) + packer.flush()
 
 
-def compress_block(data) -> bytes:
-    """One BGZF block (a complete gzip member) holding ``data`` (≤ BLOCK_DATA_SIZE bytes)."""
-    view = memoryview(data).cast("B")
-    if len(view) > BLOCK_DATA_SIZE:
-        raise ValueError(f"BGZF block data is {len(view)} bytes; at most {BLOCK_DATA_SIZE} fit one block")
-    payload = _deflate_raw(view)
-    if len(payload) + _HEADER_TRAILER_SIZE > MAX_BLOCK_SIZE:
-        payload = _stored_raw(view)
+def _member(view: memoryview, payload: bytes) -> bytes:
     block_size = len(payload) + _HEADER_TRAILER_SIZE
     header = _HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, block_size - 1)
     trailer = _TRAILER.pack(isal_zlib.crc32(view), len(view))
     return b"".join((header, payload, trailer))
 
 
-def compress_chunk(data) -> tuple[bytes, np.ndarray]:
+def compress_block(data, payload: bytes | None = None) -> bytes:
+    """One BGZF block (a complete gzip member) holding ``data`` (≤ BLOCK_DATA_SIZE bytes).
+
+    ``payload``, if given, is a raw deflate stream of ``data`` made elsewhere;
+    it is used when it fits the block's 16-bit size.
+    """
+    view = memoryview(data).cast("B")
+    if len(view) > BLOCK_DATA_SIZE:
+        raise ValueError(f"BGZF block data is {len(view)} bytes; at most {BLOCK_DATA_SIZE} fit one block")
+    for make in ((lambda: payload) if payload is not None else None, lambda: _deflate_raw(view), lambda: _stored_raw(view)):
+        if make is None:
+            continue
+        candidate = make()
+        if len(candidate) + _HEADER_TRAILER_SIZE <= MAX_BLOCK_SIZE:
+            return _member(view, candidate)
+    raise AssertionError("stored deflate of a BGZF block always fits")
+
+
+def compress_chunk(data, payloads=None) -> tuple[bytes, np.ndarray]:
     """Compress ``data`` into consecutive BGZF blocks (no EOF marker).
 
     Block k holds uncompressed bytes ``[k * BLOCK_DATA_SIZE, (k + 1) * BLOCK_DATA_SIZE)``.
+    ``payloads``, if given, holds a raw deflate stream (or None) per block.
     Returns (compressed bytes, block_starts int64[n_blocks + 1]) where
     ``block_starts[k]`` is block k's offset in the compressed bytes and the last
     entry is their total length.
     """
     view = memoryview(data).cast("B")
     n_blocks = -(-len(view) // BLOCK_DATA_SIZE)
-    blocks = [compress_block(view[k * BLOCK_DATA_SIZE:(k + 1) * BLOCK_DATA_SIZE]) for k in range(n_blocks)]
+    if payloads is not None and len(payloads) != n_blocks:
+        raise ValueError(f"{len(payloads)} payloads for {n_blocks} blocks")
+    blocks = [
+        compress_block(view[k * BLOCK_DATA_SIZE:(k + 1) * BLOCK_DATA_SIZE], None if payloads is None else payloads[k])
+        for k in range(n_blocks)
+    ]
     block_starts = np.zeros(n_blocks + 1, dtype=np.int64)
     np.cumsum([len(b) for b in blocks], out=block_starts[1:])
     return b"".join(blocks), block_starts

@@ -19,6 +19,9 @@ import pandas as pd
 from . import bgzf, tabix
 
 DEFAULT_CHUNK_SIZE = 256
+# "samples": the sample-aware Numba deflate (about bgzip's size at a fraction
+# of its time); "isal": ISA-L level 1 (faster still, about 1.6 times larger).
+COMPRESSIONS = ("samples", "isal")
 FILE_FORMAT = "VCFv4.3"
 GT_DESCRIPTION = "Phased genotype"
 _FIXED_COLUMNS = ("CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO", "FORMAT")
@@ -35,6 +38,7 @@ class ChunkTask:
     n_samples: int
     prefix_bytes: np.ndarray
     prefix_offsets: np.ndarray
+    compression: str
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ def record_prefixes(variants: pd.DataFrame) -> list[bytes]:
 
 def encode_chunk(task: ChunkTask) -> EncodedChunk:
     """Read, format and BGZF-compress one chunk of records (runs on a worker)."""
-    from kernels.vcf_encode import format_vcf_records
+    from kernels.vcf_encode import deflate_vcf_chunk, format_vcf_records
 
     haplotypes = np.asarray(task.read_chunk(task.v0, task.v1))
     expected = (task.v1 - task.v0, task.n_samples, 2)
@@ -130,11 +134,20 @@ def encode_chunk(task: ChunkTask) -> EncodedChunk:
             f"expected int8{list(expected)}"
         )
     text, record_ends = format_vcf_records(task.prefix_bytes, task.prefix_offsets, np.ascontiguousarray(haplotypes))
-    compressed, block_starts = bgzf.compress_chunk(text)
+    payloads = None
+    if task.compression == "samples":
+        record_starts = np.concatenate(([0], record_ends[:-1]))
+        samples_begin = record_starts + np.diff(task.prefix_offsets)
+        streams, sizes = deflate_vcf_chunk(text, samples_begin, record_ends, task.n_samples, bgzf.BLOCK_DATA_SIZE)
+        stream_ends = np.cumsum(np.maximum(sizes, 0)).tolist()
+        # A block whose stream would not fit (size -1) is left to ISA-L.
+        payloads = [bytes(streams[end - size:end]) if size > 0 else None for size, end in zip(sizes.tolist(), stream_ends)]
+    compressed, block_starts = bgzf.compress_chunk(text, payloads)
     return EncodedChunk(compressed, block_starts, record_ends, int(text.nbytes))
 
 
-def _chunk_tasks(prefixes: list[bytes], read_chunk, n_samples: int, chunk_size: int) -> list[ChunkTask]:
+def _chunk_tasks(prefixes: list[bytes], read_chunk, n_samples: int, chunk_size: int,
+                 compression: str) -> list[ChunkTask]:
     tasks = []
     for v0 in range(0, len(prefixes), chunk_size):
         v1 = min(v0 + chunk_size, len(prefixes))
@@ -142,7 +155,7 @@ def _chunk_tasks(prefixes: list[bytes], read_chunk, n_samples: int, chunk_size: 
         offsets = np.zeros(v1 - v0 + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         prefix_bytes = np.frombuffer(b"".join(prefixes[v0:v1]), dtype=np.uint8)
-        tasks.append(ChunkTask(read_chunk, v0, v1, n_samples, prefix_bytes, offsets))
+        tasks.append(ChunkTask(read_chunk, v0, v1, n_samples, prefix_bytes, offsets, compression))
     return tasks
 
 
@@ -158,6 +171,7 @@ def write_vcf(
     read_chunk: Callable[[int, int], np.ndarray],
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     map_fn: Callable[[Callable, Iterable], Iterable] = map,
+    compression: str = "samples",
 ) -> dict:
     """Write ``path`` (a BGZF VCF) and ``path + ".tbi"``; returns a small summary.
 
@@ -172,16 +186,20 @@ def write_vcf(
     chunk_size : records per independently compressed chunk (part of the format).
     map_fn : ``map_fn(func, tasks)`` → results in task order (builtin ``map``, an
         executor's ``map``, or a Dask client's map followed by gather).
+    compression : one of COMPRESSIONS; like ``chunk_size`` it is part of the
+        format (the bytes differ, the text does not).
     Both files appear under their final names only when complete, the index
     first, so a present ``.vcf.gz`` always has its index beside it.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
     sample_ids = [str(s) for s in sample_ids]
     contig_index = _validate(variants, sample_ids, contigs)
     names = [str(name) for name, _ in contigs]
     header = bgzf.compress_chunk(vcf_header(sample_ids, contigs).encode("ascii"))[0]
-    tasks = _chunk_tasks(record_prefixes(variants), read_chunk, len(sample_ids), chunk_size)
+    tasks = _chunk_tasks(record_prefixes(variants), read_chunk, len(sample_ids), chunk_size, compression)
 
     n_records = len(variants)
     vstart = np.empty(n_records, dtype=np.uint64)

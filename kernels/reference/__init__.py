@@ -1,0 +1,1 @@
+"""Slow, obvious pure-Python twins of the Numba kernels, for tests only."""
