@@ -26,7 +26,7 @@ from .stages import OMICS_TABLES, assemble_parquet, block_groups, core_task, omi
 from .world import CONTIGS, CHROM_LENGTHS, sample_world
 from .writers.release.parquet import table_bytes
 
-GENOTYPE_VARIANT_CHUNK = 1024  # variants per genotype-store chunk (part of the format)
+GENOTYPE_VARIANT_CHUNK = 256  # variants per genotype-store chunk (part of the format; = VCF_CHUNK so each VCF chunk decodes one store chunk)
 VCF_CHUNK = 256  # records per independently compressed VCF chunk (part of the format)
 
 
@@ -170,6 +170,8 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
             "transcript_mean": coh.transcript_mean, "transcript_sd": coh.transcript_sd,
             "metabolite_mean": coh.metabolite_mean, "metabolite_sd": coh.metabolite_sd,
             "measure": measurement.apply,
+            "t9_moments": (measurement.t9_moments(world, coh.proteins[world.roles.decoys["T9"]], coh.pop["centre"])
+                           if world.t9_centre is not None else None),
         }
         ctx = _per_block_context(world, coh, v2cov)
         shared_f = executor.scatter(shared)
@@ -237,7 +239,7 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
         from .writers.sealed import write_sealed
 
         plain = config.to_plain(cfg)
-        write_sealed(output, world, coh, plain, dict(plain.get("oracle", {})), baseline, traits_z)
+        write_sealed(output, world, coh, plain, dict(plain.get("oracle", {})), baseline, traits_z, traits_v1)
         for visit, table in feature_tables.items():
             # the environment's own measurement of the released pixels (baseline pipeline)
             name = "imaging_features.parquet" if visit == 1 else "imaging_features_visit2.parquet"

@@ -144,8 +144,9 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
             prot2[:, p] = vals
         t = _timed(stats, "molecules", t)
         measure = shared["measure"]
-        prot = measure(world, b, prot, pop, "proteomics")
-        prot2 = measure(world, b, prot2, {k: v[rows] for k, v in pop.items()}, "proteomics_visit2", rows=rows)
+        prot = measure(world, b, prot, pop, "proteomics", t9=shared.get("t9_moments"))
+        prot2 = measure(world, b, prot2, {k: v[rows] for k, v in pop.items()}, "proteomics_visit2", rows=rows,
+                        t9=shared.get("t9_moments"))
         tr = measure(world, b, tr, pop, "transcriptomics")
         met = measure(world, b, met, pop, "metabolomics")
         for name, arr in (("proteomics", prot), ("transcriptomics", tr), ("metabolomics", met), ("proteomics_visit2", prot2)):

@@ -305,29 +305,21 @@ def sample_world(resolved: Resolved) -> World:
     n_master = max(2, int(round(V / 800)))
     all_idx = np.arange(V)
     master_variants = np.sort(irng.choice(V, size=n_master, replace=False))
-    protein_cis = np.full(P, -1, dtype=np.int64)
-    # Role proteins get private loci: a driver's cis variant (and its LD neighbourhood)
-    # is shared with nothing except, in T4 worlds, its planted partner.
-    exclusive = [int(x) for x in drivers] + list(decoys.values()) + [x for x in (a9_partner, surrogate) if x is not None]
-    if t4_partner is not None and not w.bias_params.T4.shared:
-        exclusive.append(t4_partner)
-    taken = np.zeros(V, dtype=bool)
-    taken[master_variants] = True
-    for p in exclusive:
-        free = all_idx[~taken]
-        v = int(irng.choice(free))
-        protein_cis[p] = v
-        taken |= _near(position, contig, [v], 100_000)
-    direct_pool = all_idx[~taken]
-    direct_variant = int(irng.choice(direct_pool))
-    taken |= _near(position, contig, [direct_variant], 100_000)
+    pool = np.setdiff1d(all_idx, master_variants)
+    # Every protein, role or not, draws its cis locus the same way (with replacement
+    # from the non-master variants), so shared loci and LD neighbourhoods occur as
+    # often around a role protein as around any other and mark nothing.  The only
+    # constraints: drivers do not share a locus with each other (their effects would
+    # be unidentifiable even with experiments), and in T4 worlds the partner takes
+    # its driver's variant.
+    protein_cis = irng.choice(pool, size=P, replace=True).astype(np.int64)
+    for k in range(1, len(drivers)):
+        while np.any(_near(position, contig, [int(protein_cis[d]) for d in drivers[:k]], 100_000)[protein_cis[drivers[k]]]):
+            protein_cis[drivers[k]] = int(irng.choice(pool))
     if t4_partner is not None and w.bias_params.T4.shared:
         protein_cis[t4_partner] = protein_cis[t4_causal]
-    ordinary_pool = all_idx[~taken]
-    rest = np.flatnonzero(protein_cis < 0)
-    # Ordinary proteins draw loci with replacement: shared loci occur naturally, as in the
-    # paper's worlds, so a shared locus alone does not mark a planted pair.
-    protein_cis[rest] = irng.choice(ordinary_pool, size=len(rest), replace=True)
+    direct_variant = int(irng.choice(pool))
+    ordinary_pool = pool
     h_lo, h_hi = w.cis_h2
     protein_h2 = irng.uniform(h_lo, h_hi, P)
     if a9_causal is not None:

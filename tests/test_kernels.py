@@ -58,3 +58,17 @@ def test_haplotypes_hit_allele_frequency_and_ld():
 
     assert abs(r - expected_haplotype_r(0.3, 0.3, 0.9)) < 0.03
     assert abs(np.corrcoef(h[99], h[100])[0, 1]) < 0.05  # across a contig boundary
+
+
+def test_ordered_matmul_matches_twin_and_is_alignment_free():
+    from kernels.linalg import dot
+    from kernels.reference.linalg import matmul_ordered
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((7, 12)), rng.standard_normal((12, 5))
+    assert np.array_equal(dot(a, b), matmul_ordered(a, b))
+    # an unaligned view of the same values gives the same bits
+    buf = np.empty(a.size + 1)
+    unaligned = np.frombuffer(buf.data, dtype=np.float64, count=a.size, offset=8).reshape(a.shape)
+    unaligned[:] = a
+    assert np.array_equal(dot(unaligned, b), dot(a, b))

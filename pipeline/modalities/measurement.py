@@ -22,8 +22,19 @@ def metabolite_units(world) -> tuple:
     return mu, sigma, molar_mass
 
 
-def apply(world, b: int, values: np.ndarray, pop: dict, table: str, rows: np.ndarray | None = None) -> np.ndarray:
-    """Return the released values for one block (``rows`` selects visit-2 members)."""
+def t9_moments(world, true_values: np.ndarray, centre: np.ndarray) -> tuple:
+    """Mean and SD over the cohort of the decoy as the mixed-unit assay reports it.
+    The released column is re-standardised with them, so the column as a whole
+    looks like every other standardised protein; the site stays on its own scale."""
+    t9 = world.params["bias_params"]["T9"]
+    x = np.where(centre == world.t9_centre, t9["scale"] * true_values + t9["offset"], true_values)
+    return float(x.mean()), float(x.std())
+
+
+def apply(world, b: int, values: np.ndarray, pop: dict, table: str, rows: np.ndarray | None = None,
+          t9: tuple | None = None) -> np.ndarray:
+    """Return the released values for one block (``rows`` selects visit-2 members);
+    ``t9`` holds the cohort moments of the mixed-unit decoy (``t9_moments``)."""
     values = values.copy()
     lo, hi = world.block_range(b)
     n_block = hi - lo
@@ -31,8 +42,10 @@ def apply(world, b: int, values: np.ndarray, pop: dict, table: str, rows: np.nda
     if table.startswith("proteomics") and world.t9_centre is not None:
         at_site = pop["centre"] == world.t9_centre
         p = r.decoys["T9"]
-        t9 = world.params["bias_params"]["T9"]
-        values[at_site, p] = t9["scale"] * values[at_site, p] + t9["offset"]
+        t9p = world.params["bias_params"]["T9"]
+        values[at_site, p] = t9p["scale"] * values[at_site, p] + t9p["offset"]
+        if t9 is not None:
+            values[:, p] = (values[:, p] - t9[0]) / t9[1]
     rate = world.params["protein_missing"] if table.startswith("proteomics") else MISSING_RATE[table]
     u = seeds.stream(world.seed, f"missing/{table}", b).random((n_block, values.shape[1]))
     if rows is not None:

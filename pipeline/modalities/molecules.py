@@ -25,10 +25,13 @@ VISIT2_RESID_CARRY = 0.60  # corr of assay/biological residuals between visits
 
 
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Matrix product with a fixed summation order.  BLAS may block and thread a
-    product differently in a worker (one thread) and in the client (many), which
-    changes the last bits; einsum's own loop does not."""
-    return np.einsum("ij,jk->ik", a, b, optimize=False)
+    """Matrix product with one fixed summation order, for values that are written.
+    BLAS blocks and threads a product differently in a worker and in a client, and
+    einsum's SIMD kernels take different paths for aligned and unaligned memory;
+    either changes the last bits between processes (kernels.linalg does not)."""
+    from kernels.linalg import dot as ordered_dot
+
+    return ordered_dot(a, b)
 
 
 def haplotypes(world, b: int) -> np.ndarray:

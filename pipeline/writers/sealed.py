@@ -64,7 +64,7 @@ def hidden_model(world: World, cohort) -> dict:
     }
 
 
-def hidden_participants(world: World, cohort, traits_z: dict | None) -> pd.DataFrame:
+def hidden_participants(world: World, cohort, traits_z: dict | None, traits_clinical: dict | None = None) -> pd.DataFrame:
     """Per-participant hidden variables for the fidelity checks: the imaging
     selection score, true (pre-measurement) abundances of role proteins, the
     standardised morphology traits and the standardised covariates used in L."""
@@ -80,6 +80,8 @@ def hidden_participants(world: World, cohort, traits_z: dict | None) -> pd.DataF
         cols[f"gcis_{pid[p]}"] = cohort.g_cis[int(p)]
     for k, v in (traits_z or {}).items():
         cols[f"trait_{k}"] = v
+    for k, v in (traits_clinical or {}).items():
+        cols[f"render_{k}"] = np.asarray(v, dtype=np.float64)
     return pd.DataFrame(cols, index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
 
 
@@ -89,7 +91,7 @@ def latent_table(world: World, cohort) -> pd.DataFrame:
 
 
 def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
-                 traits_z: dict | None = None) -> None:
+                 traits_z: dict | None = None, traits_clinical: dict | None = None) -> None:
     s = output.sealed
     output.makedirs(s)
     output.write_json(posixpath.join(s, "truth.json"), truth(world))
@@ -99,7 +101,7 @@ def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg:
     output.write_bytes(posixpath.join(s, "eval_mask.npy"), buf.getvalue())
     output.write_json(posixpath.join(s, "oracle.json"), oracle_spec(world, oracle_cfg))
     output.write_json(posixpath.join(s, "hidden_model.json"), hidden_model(world, cohort))
-    output.write_bytes(posixpath.join(s, "hidden_participants.parquet"), table_bytes(hidden_participants(world, cohort, traits_z)))
+    output.write_bytes(posixpath.join(s, "hidden_participants.parquet"), table_bytes(hidden_participants(world, cohort, traits_z, traits_clinical)))
     # The world-determining config only: where it ran (cluster) and where it was
     # written (out, seeds path) do not change a byte of the world.
     resolved = {k: v for k, v in resolved_plain.items() if k not in ("cluster", "out", "seeds")}

@@ -24,9 +24,13 @@ def _dictionary_columns(table: pa.Table) -> list:
 
 
 def writer_options(table_schema: pa.Schema, compression=COMPRESSION, level=COMPRESSION_LEVEL) -> dict:
+    """Statistics (min/max in the footer) only for non-float columns: per-column
+    summaries of measurements would let a reader spot an unusual column from the
+    metadata alone, without analysing a single value."""
     dict_cols = [f.name for f in table_schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    stat_cols = [f.name for f in table_schema if not pa.types.is_floating(f.type)]
     return dict(compression=compression, compression_level=level, use_dictionary=dict_cols or False,
-                write_statistics=True, version="2.6", data_page_version="1.0")
+                write_statistics=stat_cols or False, version="2.6", data_page_version="1.0")
 
 
 def to_arrow(df: pd.DataFrame) -> pa.Table:
