@@ -19,6 +19,7 @@ import pandas as pd
 
 from . import blocks, config
 from .executor import log, make_executor
+from .timing import merge
 from .manifest import MANIFEST, build_manifest
 from .modalities import clinical, cohort as cohort_mod, measurement, phenotypes
 from .outputs import Output
@@ -179,8 +180,7 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
                    for grp in groups]
         omics_results = executor.gather(futures)
         for res in omics_results:
-            for k, v in res["timing"].items():
-                timings[k] = timings.get(k, 0.0) + v
+            merge(timings, res["timing"])
         ids = world.subject_ids()
         column_sets = {
             "proteomics": world.protein_ids, "proteomics_visit2": world.protein_ids,
@@ -227,12 +227,11 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
             prog.start("imaging")
             baseline, img_hashes, img_timing, feature_tables = run_imaging(executor, w, world, coh, traits_v1, v2cov, output, cfg, resume)
             known_hashes.update(img_hashes)
-            for k, v in img_timing.items():
-                timings[k] = timings.get(k, 0.0) + v
+            merge(timings, img_timing)
 
         prog.start("assemble")
         for res in executor.gather(assemble_futures):
-            timings["parquet_assemble"] = timings.get("parquet_assemble", 0.0) + res["seconds"]
+            merge(timings, res["timing"])
 
         # ---- sealed, then manifests (release last) -----------------------------------
         prog.start("sealed")
@@ -295,8 +294,7 @@ def _prepare_work(output, resolved) -> bool:
 def _sum_timings(records) -> dict:
     out: dict = {}
     for r in records:
-        for k, v in r.get("timing", {}).items():
-            out[k] = out.get(k, 0.0) + v
+        merge(out, r.get("timing", {}))
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-import time
+from .timing import StageTimer, merge
 
 import numpy as np
 import pandas as pd
@@ -55,16 +55,13 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     if cached is not None:
         res = pickle.loads(cached)
         if all(_file_matches(output, posixpath.join(output.release, rel), sha) for rel, (_, sha) in res["hashes"].items()):
-            res["timing"] = {"reused_partitions": 1.0}
+            res["timing"] = {"reused_partitions": (1.0, 0.0)}
             return res
-    timing = {}
-    t0 = time.perf_counter()
+    timer = StageTimer()
     cine, t1map = render_subjects(traits, site_fields)
-    t1 = time.perf_counter()
-    timing["mri_render"] = t1 - t0
+    timer.lap("mri_render")
     feats = measure_subjects(cine, t1map)
-    t2 = time.perf_counter()
-    timing["baseline_phenotype"] = t2 - t1
+    timer.lap("baseline_phenotype")
     hashes = {}
     if layout == "npz":
         from .imaging.writer import npz_bytes
@@ -78,8 +75,8 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
         from .imaging.writer import write_zarr_range
 
         write_zarr_range(output.url(posixpath.join(output.release, f"{folder}.zarr")), start, cine, t1map)
-    timing["mri_write"] = time.perf_counter() - t2
-    res = {"start": start, "features": feats, "hashes": hashes, "timing": timing,
+    timer.lap("mri_write")
+    res = {"start": start, "features": feats, "hashes": hashes, "timing": timer.stats,
            "bytes": int(cine.nbytes + t1map.nbytes)}
     marker.save(key, pickle.dumps(res, protocol=5))
     return res
@@ -147,9 +144,8 @@ def run_imaging(executor, w, world, coh, traits_v1: dict, v2cov: dict, output: O
         feats[visit].append((rows, res["features"]))
         hashes.update(res["hashes"])
         nbytes += res["bytes"]
-        for k, v in res["timing"].items():
-            timing[k] = timing.get(k, 0.0) + v
-    timing["mri_raw_bytes"] = nbytes
+        merge(timing, res["timing"])
+    timing["mri_raw_bytes"] = (float(nbytes), 0.0)
     tables = {v: _feature_table(world, parts) for v, parts in feats.items() if parts}
     baseline = baseline_record(world, coh, tables[1]) if 1 in tables else None
     return baseline, hashes, timing, tables

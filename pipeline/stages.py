@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import posixpath
-import time
+from .timing import StageTimer
 
 import numpy as np
 
@@ -21,12 +21,6 @@ from .modalities.population import population_block
 from .outputs import Output
 
 OMICS_TABLES = ("proteomics", "transcriptomics", "metabolomics", "proteomics_visit2")
-
-
-def _timed(stats: dict, name: str, t0: float) -> float:
-    t1 = time.perf_counter()
-    stats[name] = stats.get(name, 0.0) + (t1 - t0)
-    return t1
 
 
 class Partitions:
@@ -71,21 +65,20 @@ def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> lis
         cached = parts.load(b)
         if cached is not None:
             rec = pickle.loads(cached)
-            rec["timing"] = {"reused_partitions": 1.0}
+            rec["timing"] = {"reused_partitions": (1.0, 0.0)}
             out.append(rec)
             continue
-        stats: dict = {}
-        t = time.perf_counter()
+        timer = StageTimer()
         pop = population_block(world, b)
-        t = _timed(stats, "population", t)
+        timer.lap("population")
         hap = molecules.haplotypes(world, b)  # [n, 2, v]
-        t = _timed(stats, "genotypes", t)
+        timer.lap("genotypes")
         if geno_url is not None:
             from .writers.release import genozarr
 
             lo, _ = world.block_range(b)
             genozarr.write_sample_block(geno_url, lo, np.ascontiguousarray(hap.transpose(2, 0, 1)))
-            t = _timed(stats, "genotype_zarr", t)
+            timer.lap("genotype_zarr")
         dosage = hap[:, 0, :] + hap[:, 1, :]
         mol = molecules.BlockMolecules(world, b, pop, dosage)
         prot = mol.proteins_raw()
@@ -100,9 +93,10 @@ def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> lis
             m_tr=molecules.moments(mol.transcripts_raw()),
             m_met=molecules.moments(mol.metabolites_raw()),
         )
-        _timed(stats, "molecules", t)
+        timer.lap("molecules")
         parts.save(b, pickle.dumps(rec, protocol=5))
-        rec["timing"] = stats
+        timer.lap("work_partitions")
+        rec["timing"] = timer.stats
         out.append(rec)
     return out
 
@@ -122,12 +116,12 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
     """
     output = Output(out_url, world.id)
     parts = {t: Partitions(output, t) for t in OMICS_TABLES}
-    hashes, stats = {}, {}
+    hashes = {}
+    timer = StageTimer()
     for b in block_ids:
         if all(parts[t].load(b) is not None for t in OMICS_TABLES):
-            stats["reused_partitions"] = stats.get("reused_partitions", 0.0) + 1
+            timer.count("reused_partitions")
             continue
-        t = time.perf_counter()
         ctx = per_block[b]
         pop = population_block(world, b)
         hap = molecules.haplotypes(world, b)
@@ -142,7 +136,7 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
         prot2 = (mol.proteins_visit2_raw(rows, ctx["visit2_years"], ctx["visit2_bmi"]) - shared["protein_mean"]) / shared["protein_sd"]
         for p, vals in ctx["special_v2"].items():
             prot2[:, p] = vals
-        t = _timed(stats, "molecules", t)
+        timer.lap("molecules")
         measure = shared["measure"]
         prot = measure(world, b, prot, pop, "proteomics", t9=shared.get("t9_moments"))
         prot2 = measure(world, b, prot2, {k: v[rows] for k, v in pop.items()}, "proteomics_visit2", rows=rows,
@@ -151,8 +145,8 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
         met = measure(world, b, met, pop, "metabolomics")
         for name, arr in (("proteomics", prot), ("transcriptomics", tr), ("metabolomics", met), ("proteomics_visit2", prot2)):
             hashes[(name, b)] = parts[name].save(b, _npy_bytes(arr.astype(np.float32)))
-        _timed(stats, "omics_write", t)
-    return {"hashes": hashes, "timing": stats}
+        timer.lap("molecules_write")
+    return {"hashes": hashes, "timing": timer.stats}
 
 
 def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, columns: list,
@@ -166,7 +160,7 @@ def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, col
     from .writers.release.parquet import writer_options
 
     output = Output(out_url, world_id)
-    t0 = time.perf_counter()
+    timer = StageTimer()
     tmp = dest + ".wip"
     output.makedirs(posixpath.dirname(dest))
     writer = None
@@ -200,7 +194,8 @@ def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, col
     with output.fs.open(dest, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
-    return {"table": table, "sha256": h.hexdigest(), "seconds": time.perf_counter() - t0}
+    timer.lap("parquet_assemble")
+    return {"table": table, "sha256": h.hexdigest(), "timing": timer.stats}
 
 
 def block_groups(world, chunk_blocks: int) -> list:

@@ -1,0 +1,365 @@
+"""Benchmark one world build, stage by stage, against this machine's floor.
+
+    python scripts/bench.py [--scale tiny|small|paper|biobank] [--world standard-01]
+                            [--workers N] [--release default|noimaging|zarr] [--compare]
+                            [--scaling] [--out DIR] [--json FILE] [--keep]
+
+Prints a stable per-stage table (wall s, CPU s, bytes written, MB/s, peak RSS of the
+whole process tree) and the same numbers as JSON.  It also measures the machine's floor
+for the same output (a raw write of the same number of bytes) and reports build time /
+floor.  ``--compare`` adds side-by-side comparisons in the same run: our VCF writer vs
+``bgzip -@2`` (and ``plink2 --export vcf bgz`` where installed) on the same text, our
+image writer vs ``np.savez_compressed`` on the same arrays, ``load_genotypes()`` vs
+scikit-allel's ``read_vcf`` on the same file.  ``--scaling`` runs the build with one
+worker and then with ``--workers`` and reports the speed-up of the parallel stages.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import psutil  # noqa: E402
+
+from pipeline import config  # noqa: E402
+from pipeline.build import build  # noqa: E402
+from pipeline.executor import make_executor  # noqa: E402
+
+# Table rows: (row name, task stages summed into it, client Progress stages whose wall is used)
+ROWS = [
+    ("sample", (), ("sample",)),
+    ("population", ("population",), ()),
+    ("genotypes", ("genotypes",), ()),
+    ("genotype Zarr", ("genotype_zarr",), ()),
+    ("VCF", (), ("vcf",)),
+    ("molecules", ("molecules", "molecules_write", "parquet_assemble", "work_partitions"), ()),
+    ("disease and clinical tables", (), ("disease", "clinical")),
+    ("MRI render", ("mri_render",), ()),
+    ("MRI write", ("mri_write",), ()),
+    ("baseline phenotype", ("baseline_phenotype",), ()),
+    ("sealed", (), ("sealed",)),
+    ("manifest", (), ("manifest",)),
+]
+
+
+class TreeSampler:
+    """Samples RSS and CPU of this process and all its children (the Dask workers)."""
+
+    def __init__(self, interval=0.1):
+        self.interval = interval
+        self.peak = 0
+        self.current_stage = None
+        self.stage_peak: dict = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _procs(self):
+        me = psutil.Process()
+        return [me] + me.children(recursive=True)
+
+    def rss(self) -> int:
+        total = 0
+        for p in self._procs():
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def cpu(self) -> float:
+        total = 0.0
+        for p in self._procs():
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            r = self.rss()
+            self.peak = max(self.peak, r)
+            if self.current_stage:
+                self.stage_peak[self.current_stage] = max(self.stage_peak.get(self.current_stage, 0), r)
+            time.sleep(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def dir_bytes(path: str) -> int:
+    total = 0
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    for root, _, files in os.walk(path):
+        for f in files:
+            total += os.path.getsize(os.path.join(root, f))
+    return total
+
+
+def stage_bytes(world_dir: str) -> dict:
+    rel, sealed = os.path.join(world_dir, "release"), os.path.join(world_dir, "sealed")
+    molecules = sum(dir_bytes(os.path.join(rel, f"{t}.parquet")) for t in
+                    ("proteomics", "transcriptomics", "metabolomics", "proteomics_visit2"))
+    imaging = sum(dir_bytes(os.path.join(rel, d)) for d in ("imaging", "imaging_visit2", "imaging.zarr", "imaging_visit2.zarr"))
+    vcf = dir_bytes(os.path.join(rel, "genotypes.vcf.gz")) + dir_bytes(os.path.join(rel, "genotypes.vcf.gz.tbi"))
+    zarr_b = dir_bytes(os.path.join(rel, "genotypes.zarr"))
+    manifest = dir_bytes(os.path.join(rel, "MANIFEST.json"))
+    total = dir_bytes(rel) + dir_bytes(sealed)
+    clinical = dir_bytes(rel) - molecules - imaging - vcf - zarr_b - manifest
+    return {"genotype Zarr": zarr_b, "VCF": vcf, "molecules": molecules, "disease and clinical tables": clinical,
+            "MRI write": imaging, "sealed": dir_bytes(sealed), "manifest": manifest, "total": total}
+
+
+def floor_seconds(directory: str, nbytes: int) -> float:
+    """Raw write of ``nbytes`` (incompressible, 64 MiB writes, fsync) on the output's disk."""
+    buf = np.random.default_rng(0).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes()
+    path = os.path.join(directory, "floor.bin")
+    t = time.perf_counter()
+    with open(path, "wb") as fh:
+        left = nbytes
+        while left > 0:
+            n = min(left, len(buf))
+            fh.write(buf[:n])
+            left -= n
+        fh.flush()
+        os.fsync(fh.fileno())
+    dt = time.perf_counter() - t
+    os.remove(path)
+    return dt
+
+
+def run_build(args, workers: int, out: str) -> dict:
+    overrides = [f"world={args.world}", f"scale={args.scale}", f"out={out}", f"release={args.release}",
+                 "cluster=local", f"cluster.n_workers={workers}", "cluster.progress=false"]
+    resolved = config.load(overrides)
+    executor = make_executor(resolved.cfg.cluster)
+    try:
+        with TreeSampler() as sampler:
+            cpu0 = sampler.cpu()
+            t0 = time.perf_counter()
+            summary = build(resolved, executor=executor, progress=False)
+            wall = time.perf_counter() - t0
+            cpu = sampler.cpu() - cpu0
+            peak = sampler.peak
+    finally:
+        executor.close()
+    world_dir = os.path.join(out, resolved.cfg.world.id)
+    return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": peak, "world_dir": world_dir,
+            "bytes": stage_bytes(world_dir)}
+
+
+def table(res: dict) -> list:
+    s = res["summary"]
+    tasks, stages, nbytes = s["task_seconds"], s["stages"], res["bytes"]
+    rows = []
+    for name, task_keys, stage_keys in ROWS:
+        if task_keys:
+            wall = sum(tasks.get(k, (0, 0))[0] for k in task_keys)
+            cpu = sum(tasks.get(k, (0, 0))[1] for k in task_keys)
+            kind = "task"
+        else:
+            wall = sum(stages.get(k, 0.0) for k in stage_keys)
+            cpu = None
+            kind = "client"
+        b = nbytes.get(name, 0)
+        rows.append({"stage": name, "wall_s": wall, "cpu_s": cpu, "bytes": b, "mb_per_s": (b / 1e6 / wall) if wall > 0 and b else None,
+                     "timed": kind})
+    return rows
+
+
+def print_table(res: dict, floor: float, rows: list, out=sys.stdout) -> None:
+    print(f"{'stage':<28} {'wall s':>8} {'CPU s':>8} {'MB written':>11} {'MB/s':>8}", file=out)
+    for r in rows:
+        cpu = "-" if r["cpu_s"] is None else f"{r['cpu_s']:.1f}"
+        mbs = "-" if r["mb_per_s"] is None else f"{r['mb_per_s']:.0f}"
+        print(f"{r['stage']:<28} {r['wall_s']:>8.1f} {cpu:>8} {r['bytes'] / 1e6:>11.1f} {mbs:>8}", file=out)
+    total_b = res["bytes"]["total"]
+    print(f"{'total (build wall)':<28} {res['wall']:>8.1f} {res['cpu']:>8.1f} {total_b / 1e6:>11.1f} {total_b / 1e6 / res['wall']:>8.0f}", file=out)
+    print(f"peak RSS (process tree): {res['peak_rss'] / 2 ** 30:.2f} GiB", file=out)
+    print(f"floor: raw write of {total_b / 1e6:.0f} MB took {floor:.1f} s ({total_b / 1e6 / floor:.0f} MB/s); "
+          f"build / floor = {res['wall'] / floor:.1f}", file=out)
+    print("(task stages: summed over tasks on all workers; client stages: wall on the client)", file=out)
+
+
+# ------------------------------------------------------------------------- comparisons
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def compare(res: dict, tmp: str) -> dict:
+    from pipeline.build import VCF_CHUNK, contigs, variant_table
+    from pipeline.genotypes_io import load_genotypes, read_haplotypes
+    from pipeline.writers.release.vcf import write_vcf
+
+    rel = os.path.join(res["world_dir"], "release")
+    vcf = os.path.join(rel, "genotypes.vcf.gz")
+    out = {}
+    # -- VCF writer vs bgzip -@2 on the same text -------------------------------------
+    import functools
+
+    import zarr
+
+    g = zarr.open_group(os.path.join(rel, "genotypes.zarr"), mode="r")
+    samples = [str(x) for x in np.asarray(g["sample_id"][:]).tolist()]
+    from concurrent.futures import ProcessPoolExecutor
+
+    from pipeline.world import CONTIGS
+
+    variants = _variants_from_store(g, CONTIGS)
+    ours_path = os.path.join(tmp, "ours.vcf.gz")
+    with ProcessPoolExecutor(2) as pool:
+        t_ours, _ = timed(lambda: write_vcf(ours_path, variants, samples, contigs(),
+                                            functools.partial(read_haplotypes, os.path.join(rel, "genotypes.zarr")),
+                                            chunk_size=VCF_CHUNK, map_fn=pool.map))
+    text = os.path.join(tmp, "text.vcf")
+    subprocess.run(f"bgzip -dc {vcf} > {text}", shell=True, check=True)
+    if shutil.which("bgzip"):
+        t_bgzip, _ = timed(lambda: subprocess.run(f"bgzip -@2 -c {text} > {text}.gz", shell=True, check=True))
+        out["vcf_vs_bgzip"] = {"ours_s": t_ours, "bgzip_s": t_bgzip, "speedup": t_bgzip / t_ours,
+                               "ours_mb": os.path.getsize(ours_path) / 1e6, "bgzip_mb": os.path.getsize(text + ".gz") / 1e6,
+                               "size_ratio": os.path.getsize(ours_path) / os.path.getsize(text + ".gz"),
+                               "text_mb": os.path.getsize(text) / 1e6}
+        subprocess.run(["bgzip", "-t", ours_path], check=True)
+        if shutil.which("bcftools"):
+            subprocess.run(["bcftools", "view", "-H", ours_path], check=True, stdout=subprocess.DEVNULL)
+    if shutil.which("plink2"):
+        t_plink, _ = timed(lambda: subprocess.run(["plink2", "--vcf", vcf, "--export", "vcf", "bgz", "--threads", "2",
+                                                   "--out", os.path.join(tmp, "plink")], check=True,
+                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        out["vcf_vs_plink2"] = {"ours_s": t_ours, "plink2_s": t_plink, "speedup": t_plink / t_ours}
+    os.remove(text)
+    # -- image writer vs np.savez_compressed on the same arrays ---------------------------
+    import glob
+
+    from pipeline.imaging.writer import npz_bytes
+
+    files = sorted(glob.glob(os.path.join(rel, "imaging", "*.npz")))[:100]
+    if files:
+        arrays = []
+        for f in files:
+            with np.load(f) as z:
+                arrays.append((z["cine"], z["t1map"]))
+        def ours():
+            return sum(len(npz_bytes({"cine": c, "t1map": t})) for c, t in arrays)
+
+        def numpy_ref():
+            total = 0
+            for i, (c, t) in enumerate(arrays):
+                p = os.path.join(tmp, f"ref{i}.npz")
+                np.savez_compressed(p, cine=c, t1map=t)
+                total += os.path.getsize(p)
+                os.remove(p)
+            return total
+        t_o, size_o = timed(ours)
+        t_n, size_n = timed(numpy_ref)
+        out["npz_vs_savez_compressed"] = {"ours_s": t_o, "numpy_s": t_n, "speedup": t_n / t_o, "size_ratio": size_o / size_n,
+                                          "subjects": len(arrays)}
+    # -- load_genotypes vs scikit-allel read_vcf -------------------------------------------
+    t_load, df = timed(lambda: load_genotypes(rel))
+    out["load_genotypes"] = {"seconds": t_load, "shape": list(df.shape), "dtype": str(df.dtypes.iloc[0])}
+    del df
+    try:
+        import allel
+
+        t_allel, _ = timed(lambda: allel.read_vcf(vcf, fields=["calldata/GT"]))
+        out["load_genotypes_vs_allel"] = {"ours_s": t_load, "allel_s": t_allel, "speedup": t_allel / t_load}
+    except ImportError:
+        pass
+    return out
+
+
+def _variants_from_store(g, contig_names):
+    import pandas as pd
+
+    contig_id = [str(x) for x in np.asarray(g["contig_id"][:]).tolist()]
+    alleles = np.array(np.asarray(g["variant_allele"][:]).tolist(), dtype=object)
+    return pd.DataFrame({
+        "contig": np.asarray(contig_id, dtype=object)[np.asarray(g["variant_contig"][:])],
+        "position": np.asarray(g["variant_position"][:]).astype(np.int64),
+        "id": [str(x) for x in np.asarray(g["variant_id"][:]).tolist()],
+        "ref": alleles[:, 0].astype(object), "alt": alleles[:, 1].astype(object),
+    })
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", default="tiny")
+    ap.add_argument("--world", default="standard-01")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--release", default="default")
+    ap.add_argument("--compare", action="store_true")
+    ap.add_argument("--scaling", action="store_true")
+    ap.add_argument("--out", default=None, help="build folder (default: a temporary folder, removed unless --keep)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    tmp = args.out or tempfile.mkdtemp(prefix="dtw-bench-")
+    os.makedirs(tmp, exist_ok=True)
+    report = {"machine": {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2 ** 30, 1),
+                          "platform": platform.platform(), "python": platform.python_version()},
+              "scale": args.scale, "world": args.world, "release": args.release, "workers": args.workers}
+    try:
+        res = run_build(args, args.workers, os.path.join(tmp, "build"))
+        floor = floor_seconds(tmp, res["bytes"]["total"])
+        rows = table(res)
+        print(f"DrugTargetWorld bench: world={args.world} scale={args.scale} release={args.release} "
+              f"workers={args.workers} on {report['machine']['cpus']} CPUs, {report['machine']['memory_gib']} GiB")
+        print_table(res, floor, rows)
+        report.update({"stages": rows, "build_wall_s": res["wall"], "build_cpu_s": res["cpu"], "peak_rss_bytes": res["peak_rss"],
+                       "bytes_written": res["bytes"]["total"], "floor_s": floor, "build_over_floor": res["wall"] / floor,
+                       "client_stages": res["summary"]["stages"],
+                       "task_seconds": {k: list(v) for k, v in res["summary"]["task_seconds"].items()}})
+        if args.compare:
+            cmp = compare(res, tmp)
+            report["compare"] = cmp
+            print("\ncomparisons (same machine, same run):")
+            for k, v in cmp.items():
+                print(f"  {k}: " + ", ".join(f"{a}={b:.3g}" if isinstance(b, float) else f"{a}={b}" for a, b in v.items()))
+        if args.scaling:
+            one = run_build(args, 1, os.path.join(tmp, "build1"))
+            parallel = ("population", "genotypes", "genotype_zarr", "molecules", "molecules_write", "mri_render",
+                        "mri_write", "baseline_phenotype")
+            def par_wall(r):
+                return sum(r["summary"]["stages"].get(k, 0.0) for k in ("population+genotypes", "molecules", "imaging"))
+            report["scaling"] = {"one_worker_wall_s": one["wall"], "n_worker_wall_s": res["wall"],
+                                 "parallel_stages_one_s": par_wall(one), "parallel_stages_n_s": par_wall(res),
+                                 "speedup_parallel_stages": par_wall(one) / max(par_wall(res), 1e-9),
+                                 "stages": list(parallel)}
+            sc = report["scaling"]
+            print(f"\nscaling: parallel stages {sc['parallel_stages_one_s']:.1f}s with 1 worker, {sc['parallel_stages_n_s']:.1f}s "
+                  f"with {args.workers}: {sc['speedup_parallel_stages']:.2f}x; whole build {one['wall']:.1f}s -> {res['wall']:.1f}s")
+        js = json.dumps(report, indent=2, default=float)
+        if args.json:
+            Path(args.json).write_text(js)
+        print("\nJSON:")
+        print(js)
+    finally:
+        if not args.keep and not args.out:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

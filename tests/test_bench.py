@@ -1,0 +1,22 @@
+"""scripts/bench.py runs at tiny scale and emits its stable table and JSON (no timing assertions)."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_bench_tiny_emits_table_and_json(tmp_path):
+    js = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "scripts/bench.py", "--scale", "tiny", "--release", "noimaging", "--json", str(js)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    for stage in ("sample", "population", "genotypes", "genotype Zarr", "VCF", "molecules", "disease and clinical tables",
+                  "MRI render", "MRI write", "baseline phenotype", "sealed", "manifest", "total (build wall)"):
+        assert stage in out, stage
+    assert "peak RSS" in out and "build / floor" in out
+    doc = json.loads(js.read_text())
+    assert doc["scale"] == "tiny" and doc["bytes_written"] > 0 and doc["floor_s"] > 0
+    assert [r["stage"] for r in doc["stages"]][:3] == ["sample", "population", "genotypes"]
