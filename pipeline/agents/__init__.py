@@ -1,0 +1,62 @@
+"""Agents (policies) by name, for the harness and ``python -m pipeline.episode agent=<name>``.
+
+    from pipeline.agents import create_agent
+    agent = create_agent("cis_mr")
+    agent = create_agent("truth", sealed_dir=world / "sealed")
+    agent = create_agent("openai_chat", base_url="http://127.0.0.1:8000/v1", model="m")
+
+A privileged agent (``truth``) needs ``sealed_dir``; the harness passes it on
+its own side of the sandbox.  Other agents never receive it.
+"""
+from __future__ import annotations
+
+import inspect
+
+from .base import Agent, AgentSpec, EpisodeInfo, Observation, ScriptedAgent
+from .cis_mr import CisMRAgent
+from .correlation import CorrelationAgent
+from .mr_knockdown import MRKnockdownAgent
+from .null import NullAgent
+from .openai_chat import OpenAIChatAgent, TransportError
+from .truth import TruthAgent
+
+REGISTRY = {
+    spec.name: spec for spec in (
+        AgentSpec("null", NullAgent, description="claims nothing and submits at once"),
+        AgentSpec("truth", TruthAgent, privileged=True,
+                  description="upper bound: plays the sealed truth (handed over harness-side)"),
+        AgentSpec("correlation", CorrelationAgent, description="non-omics phenotype, marginal protein screen"),
+        AgentSpec("cis_mr", CisMRAgent, description="lead-variant Wald-ratio MR with an instrument-strength filter"),
+        AgentSpec("mr_knockdown", MRKnockdownAgent, description="cis-MR, then experiments on what MR cannot settle"),
+        AgentSpec("openai_chat", OpenAIChatAgent, description="an OpenAI-compatible /chat/completions endpoint",
+                  options={name: "" for name in inspect.signature(OpenAIChatAgent.__init__).parameters
+                           if name != "self"}),
+    )
+}
+REFERENCE_AGENTS = ("null", "truth", "correlation", "cis_mr", "mr_knockdown")
+
+
+def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:
+    """Build the agent ``name``; ``sealed_dir`` only reaches privileged agents."""
+    spec = REGISTRY.get(name)
+    if spec is None:
+        raise ValueError(f"agent={name!r}: unknown; valid: {', '.join(REGISTRY)}")
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        valid = ", ".join(sorted(spec.options)) or "none"
+        raise ValueError(f"agent {name}: unknown option(s) {', '.join(unknown)}; valid: {valid}")
+    if spec.privileged:
+        if sealed_dir is None:
+            raise ValueError(f"agent {name} needs the world's sealed folder (sealed_dir)")
+        agent = spec.factory(sealed_dir=sealed_dir, **options)
+    else:
+        agent = spec.factory(**options)
+    agent.name = name
+    return agent
+
+
+__all__ = [
+    "Agent", "AgentSpec", "CisMRAgent", "CorrelationAgent", "EpisodeInfo", "MRKnockdownAgent", "NullAgent",
+    "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TransportError",
+    "TruthAgent", "create_agent",
+]

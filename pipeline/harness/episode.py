@@ -1,0 +1,562 @@
+"""One benchmark episode: one world, one budget, one policy (S3.2 and SPEC sections 7 and 9).
+
+Turn loop
+---------
+At most ``max_turns`` turns.  Each turn the policy replies; the harness runs
+the reply's last fenced code block (or the whole reply when it has no fence
+but contains ``print(`` or ``import``) in a fresh sandboxed process for at
+most ``timeout`` seconds.  A reply without code uses the turn and is answered
+with a formatting hint.  After the program ends, the experiments it queued
+with ``request_experiment`` go through the budget ledger in order (charged,
+or refused as unknown, repeated or unaffordable) and each delivered result is
+written to ``WORK/experiments/<protein>.<kind>.json``, where the next program
+finds it; experiments queued in the final turn are delivered and charged all
+the same.  The observation reports whether the code ran, its stdout and
+stderr (capped), the experiment notices, the work-folder listing, the
+submission's state, and the budget and turns left.
+
+Exit rule (SPEC section 9)
+--------------------------
+``submit()`` ends the episode after the turn in which it is called, with the
+submission as it stood at the call.  Otherwise the episode ends at the turn
+limit and the latest submission.json that parsed as a JSON object at the end
+of a turn is scored.  With ``paper_compat`` the paper's rule applies instead:
+the first turn that ends with a parseable submission.json ends the episode.
+Every exit path is scored from what WORK holds (submitted, turn limit, a
+policy or transport failure); a crash of the harness itself scores zero on
+every component and is recorded as such.
+
+Episode folder
+--------------
+::
+
+    <episode>/work/           WORK (the only folder the program can write)
+    <episode>/ledger.jsonl    the budget ledger (the scorer's record of deliveries)
+    <episode>/transcript.json every turn: reply, code, observation, timings, experiments
+    <episode>/score.json      the score and the episode summary
+    <episode>/submissions/    each parseable submission version, by turn
+    <episode>/sandbox/        the prelude and the request channel while the episode runs
+                              (only these two subfolders are mounted; removed at the end)
+
+The ledger, the transcript and the sealed bundle are never mounted into the
+sandbox.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ..agents.base import Agent, EpisodeInfo, Observation
+from ..oracle import KINDS, Ledger, load_oracle
+from ..score import COMPONENT_KEYS, score_episode
+from . import prompt as prompt_mod
+from .sandbox import Sandbox
+
+BUDGETS = (0, 450_000, 2_000_000)
+DEFAULT_TURNS = 30
+DEFAULT_TIMEOUT = 300.0
+LISTING_CAP = 200
+SUBMISSION_READ_CAP = 64 * 1024 * 1024
+EPISODE_MARKER = ".drugtargetworld-episode"
+TRANSCRIPT_FORMAT = "drugtargetworld-transcript/1"
+
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.S)
+_OPEN_FENCE = re.compile(r"```[^\n`]*\n")
+
+
+class EpisodeError(ValueError):
+    """The episode cannot start (bad world folder, bad arguments, unsafe output folder)."""
+
+
+# ----------------------------------------------------------------------------- code extraction
+
+
+def extract_code(reply: Any) -> tuple[Optional[str], str]:
+    """(code, how): the last complete fenced block, else the whole reply if it looks like code.
+
+    ``how`` is "fence", "open_fence" (a final fence never closed, e.g. a
+    truncated completion: the text after it runs), "whole" or "none".
+    """
+    if not isinstance(reply, str):
+        return None, "none"
+    blocks = _FENCE.findall(reply)
+    if blocks:
+        tail = reply[reply.rfind("```") + 3:]
+        # A fence opened after the last closed block is the reply's real last block.
+        opened = _OPEN_FENCE.search(reply, reply.rfind("```"))
+        if reply.count("```") % 2 == 1 and opened is not None and tail.strip():
+            return reply[opened.end():], "open_fence"
+        return blocks[-1], "fence"
+    opened = _OPEN_FENCE.search(reply)
+    if opened is not None and reply.count("```") == 1:
+        return reply[opened.end():], "open_fence"
+    if "print(" in reply or "import" in reply:
+        return reply, "whole"
+    return None, "none"
+
+
+# ----------------------------------------------------------------------------- WORK helpers
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def _safe_dir(work: Path, name: str) -> Path:
+    """WORK/<name> as a real folder: an agent may have replaced it with a link or a file."""
+    folder = work / name
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _safe_write(folder: Path, name: str, data: bytes) -> Path:
+    """Create ``folder/name`` afresh, never writing through a link the agent planted."""
+    target = folder / name
+    if target.is_symlink() or target.exists():
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return target
+
+
+def _read_submission(work: Path) -> tuple[Optional[dict], Optional[bytes], str]:
+    """(parsed object, raw bytes, status) of WORK/submission.json."""
+    path = work / "submission.json"
+    if not path.exists() and not path.is_symlink():
+        return None, None, "absent"
+    if path.is_symlink() or not path.is_file() or not _inside(path, work):
+        return None, None, "not a regular file in WORK (ignored)"
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(SUBMISSION_READ_CAP + 1)
+    except OSError as error:
+        return None, None, f"unreadable ({type(error).__name__})"
+    if len(raw) > SUBMISSION_READ_CAP:
+        return None, None, f"larger than {SUBMISSION_READ_CAP // (1024 * 1024)} MB (ignored)"
+    try:
+        parsed = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        return None, raw, f"not valid JSON ({type(error).__name__})"
+    if not isinstance(parsed, dict):
+        return None, raw, f"valid JSON but a {type(parsed).__name__}, not an object"
+    return parsed, raw, "parsed"
+
+
+def _listing(work: Path, cap: int = LISTING_CAP) -> list[str]:
+    entries: list[str] = []
+    total = 0
+    for root, dirs, files in os.walk(work, followlinks=False):
+        dirs.sort()
+        rel_root = Path(root).relative_to(work)
+        for name in sorted(files):
+            total += 1
+            if len(entries) >= cap:
+                continue
+            path = Path(root) / name
+            try:
+                size = path.lstat().st_size
+            except OSError:
+                size = 0
+            entries.append(f"{(rel_root / name).as_posix()} ({_size(size)})")
+    if total > cap:
+        entries.append(f"... and {total - cap} more files")
+    return entries
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _money(value: float) -> str:
+    return f"${value:,.0f}"
+
+
+def _atomic_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, allow_nan=False, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------- folders
+
+
+def world_paths(world_dir: os.PathLike | str) -> tuple[Path, Path, Path]:
+    world = Path(world_dir).resolve()
+    release, sealed = world / "release", world / "sealed"
+    if not world.is_dir():
+        raise EpisodeError(f"world_dir={world_dir}: not a folder")
+    for path, what in ((release, "release"), (sealed, "sealed")):
+        if not path.is_dir():
+            raise EpisodeError(f"world_dir={world_dir}: no {what}/ folder; pass a built world's folder (it holds release/ and sealed/)")
+    return world, release, sealed
+
+
+def world_id_of(world_dir: os.PathLike | str) -> str:
+    world, _, sealed = world_paths(world_dir)
+    try:
+        value = json.loads((sealed / "truth.json").read_text()).get("world_id")
+    except (OSError, ValueError, AttributeError):
+        value = None
+    return value if isinstance(value, str) and value else world.name
+
+
+def default_episode_dir(world_dir: os.PathLike | str, agent_name: str, budget: float) -> Path:
+    world = Path(world_dir).resolve()
+    return world.parent / "episodes" / world_id_of(world) / f"{agent_name}-{int(budget)}"
+
+
+def _prepare_episode_dir(out: Path, world: Path, overwrite: bool) -> None:
+    out = out.resolve()
+    for forbidden in (world / "release", world / "sealed"):
+        if _contains(forbidden, out):
+            raise EpisodeError(f"out={out}: inside the world's {forbidden.name}/ folder; choose a folder outside it")
+    if _contains(out, world):
+        raise EpisodeError(f"out={out}: contains the world folder {world}; choose a folder beside it")
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise EpisodeError(f"out={out}: already holds an episode; pass overwrite=true to replace it")
+        if not (out / EPISODE_MARKER).exists():
+            raise EpisodeError(f"out={out}: not empty and not an episode folder; refusing to delete it")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / EPISODE_MARKER).write_text("drugtargetworld episode folder; safe to delete\n")
+
+
+def _contains(folder: Path, path: Path) -> bool:
+    folder, path = Path(folder).resolve(), Path(path).resolve()
+    return path == folder or path.is_relative_to(folder)
+
+
+# ----------------------------------------------------------------------------- the episode
+
+
+@dataclass
+class _Submission:
+    obj: dict
+    raw: bytes
+    turn: int
+    how: str  # "submit()" or "provisional"
+
+
+def zero_score(reason: str) -> dict:
+    """The score of an episode whose runner crashed (S2.4: zero on every component)."""
+    result = {key: 0.0 for key in COMPONENT_KEYS}
+    result.update(safety_penalty=0.0, total=0.0, total_unclipped=0.0,
+                  details={"runner_crash": reason, "warnings": [], "interpretations": []})
+    return result
+
+
+class Episode:
+    """State and steps of one episode; ``run()`` plays it and returns the result."""
+
+    def __init__(
+        self,
+        world_dir: os.PathLike | str,
+        agent: Agent,
+        *,
+        budget: float,
+        agent_name: Optional[str] = None,
+        out: Optional[os.PathLike | str] = None,
+        max_turns: int = DEFAULT_TURNS,
+        timeout: float = DEFAULT_TIMEOUT,
+        paper_compat: bool = False,
+        isolation: str = "auto",
+        overwrite: bool = False,
+    ):
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget < 0:
+            raise EpisodeError(f"budget={budget!r}: invalid; valid: dollars >= 0 (the benchmark uses {', '.join(map(str, BUDGETS))})")
+        if not isinstance(max_turns, int) or max_turns < 1:
+            raise EpisodeError(f"turns={max_turns!r}: invalid; valid: an integer >= 1")
+        if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+            raise EpisodeError(f"timeout={timeout!r}: invalid; valid: seconds > 0")
+        self.world, self.release, self.sealed = world_paths(world_dir)
+        self.world_id = world_id_of(self.world)
+        self.agent = agent
+        self.agent_name = agent_name or getattr(agent, "name", type(agent).__name__)
+        self.budget = float(budget)
+        self.max_turns = max_turns
+        self.timeout = float(timeout)
+        self.paper_compat = bool(paper_compat)
+        self.isolation = isolation
+        self.dir = Path(out).resolve() if out is not None else default_episode_dir(self.world, self.agent_name, budget)
+        _prepare_episode_dir(self.dir, self.world, overwrite)
+        self.work = self.dir / "work"
+        self.work.mkdir()
+        (self.work / "experiments").mkdir()
+        self.ledger_path = self.dir / "ledger.jsonl"
+        self.transcript_path = self.dir / "transcript.json"
+        self.turns: list[dict] = []
+        self.latest: Optional[_Submission] = None
+        self.final: Optional[_Submission] = None
+        self.exit_reason: Optional[str] = None
+        self.exit_detail: Optional[str] = None
+        # Built here, not in run(): isolation="require" on a machine that cannot
+        # isolate is a refusal to start, not a crashed episode.
+        self.sandbox = Sandbox(
+            self.release, self.work, self.dir / "sandbox",
+            protected=[self.sealed, self.dir, self.world], isolation=isolation,
+        )
+        self.header: dict = {
+            "format": TRANSCRIPT_FORMAT, "world_id": self.world_id, "world_dir": str(self.world),
+            "agent": self.agent_name, "budget": self.budget, "max_turns": max_turns, "timeout": self.timeout,
+            "paper_compat": self.paper_compat, "isolation_mode": isolation,
+        }
+
+    # -- setup
+
+    def _setup(self) -> EpisodeInfo:
+        spec = load_oracle(self.sealed)
+        # The paper's harness handed cell perturbations a survival readout; paper_compat
+        # reproduces that as well as the prompt and exit rule.
+        self.ledger = Ledger(self.budget, self.ledger_path, spec, paper_compat=True if self.paper_compat else None)
+        self.costs = {kind: float(spec.costs[kind]) for kind in KINDS}
+        system = prompt_mod.system_prompt(
+            release_dir=self.release, budget=self.budget, costs=self.costs, max_turns=self.max_turns,
+            timeout=self.timeout, paper_compat=self.paper_compat, isolated=self.sandbox.isolated,
+        )
+        opening = prompt_mod.opening_message(self.sandbox.agent_paths, isolated=self.sandbox.isolated,
+                                             paper_compat=self.paper_compat)
+        self.header.update(isolated=self.sandbox.isolated, isolation_reason=self.sandbox.reason,
+                           costs=self.costs, system_prompt=system, opening=opening)
+        return EpisodeInfo(
+            world_id=self.world_id, budget=self.budget, max_turns=self.max_turns, timeout=self.timeout,
+            costs=dict(self.costs), system_prompt=system, opening=opening, paths=dict(self.sandbox.agent_paths),
+            isolated=self.sandbox.isolated, paper_compat=self.paper_compat,
+        )
+
+    # -- one turn's pieces
+
+    def _process_requests(self, requests: list, turn: int) -> tuple[list, list]:
+        delivered, refused = [], []
+        folder = None
+        for item in requests:
+            payload = self.ledger.request(item.get("kind"), item.get("protein"), turn)
+            if payload.get("status") == "ok":
+                folder = folder or _safe_dir(self.work, "experiments")
+                name = f"{payload['protein']}.{payload['action']}.json"
+                _safe_write(folder, name, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+                delivered.append({"kind": payload["action"], "protein": payload["protein"],
+                                  "cost": self.costs[payload["action"]], "path": f"experiments/{name}"})
+            else:
+                refused.append({"kind": payload.get("action"), "protein": payload.get("protein"),
+                                "reason": payload.get("reason")})
+        return delivered, refused
+
+    def _track_submission(self, turn: int) -> str:
+        parsed, raw, status = _read_submission(self.work)
+        if parsed is None:
+            if self.latest is not None and status != "absent":
+                return f"{status}; the version from turn {self.latest.turn} is the latest parseable one"
+            return status
+        if self.latest is None or raw != self.latest.raw:
+            self.latest = _Submission(parsed, raw, turn, "provisional")
+            folder = self.dir / "submissions"
+            folder.mkdir(exist_ok=True)
+            (folder / f"turn_{turn:02d}.json").write_bytes(raw)
+        return "parsed"
+
+    def _observation_text(self, turn: int, run, delivered, refused, dropped, listing, sub_status, submitted) -> str:
+        if run.timed_out:
+            head = f"Your code failed: it exceeded the {self.timeout:g} s limit and was stopped."
+        elif run.returncode == 0:
+            head = f"Your code ran ({run.duration:.1f} s)."
+        else:
+            head = f"Your code failed (exit status {run.returncode}, {run.duration:.1f} s)."
+        parts = [f"Turn {turn} of {self.max_turns}. {head}"]
+        parts.append("--- stdout ---\n" + (run.stdout.rstrip("\n") if run.stdout.strip() else "(nothing printed)"))
+        if run.stderr.strip():
+            parts.append("--- stderr ---\n" + run.stderr.rstrip("\n"))
+        exp = []
+        for d in delivered:
+            exp.append(f"delivered: {d['kind']} of {d['protein']} ({_money(d['cost'])} charged) -> WORK/{d['path']}")
+        for r in refused:
+            exp.append(f"refused: {r['kind']} of {r['protein']}: {r['reason']}")
+        if dropped:
+            exp.append(f"ignored: {dropped} malformed or excess request(s) (at most 100 a turn)")
+        if exp:
+            parts.append("--- experiments ---\n" + "\n".join(exp))
+        parts.append("--- WORK ---\n" + ("\n".join(listing) if listing else "(empty)"))
+        left = self.max_turns - turn
+        if submitted:
+            status = "submission.json: submitted with submit(); the episode ends now."
+        elif self.paper_compat and sub_status == "parsed":
+            status = "submission.json: parsed; the episode ends now."
+        elif sub_status == "parsed":
+            status = "submission.json: parsed (provisional: call submit() to make it final)."
+        else:
+            status = f"submission.json: {sub_status}."
+        parts.append(f"--- status ---\n{status}\nBudget remaining: {_money(self.ledger.remaining)}. Turns remaining: {left}.")
+        return "\n".join(parts)
+
+    def _save_transcript(self, extra: Optional[dict] = None) -> None:
+        data = {**self.header, "turns": self.turns}
+        if extra:
+            data.update(extra)
+        _atomic_json(self.transcript_path, data)
+
+    # -- the loop
+
+    def _loop(self, info: EpisodeInfo) -> None:
+        try:
+            self.agent.reset(info)
+        except Exception as error:  # a policy's own failure is an exit path, not a harness crash
+            self.exit_reason, self.exit_detail = "policy_error", f"reset: {type(error).__name__}: {error}"
+            return
+        observation = Observation(turn=1, text=info.opening, kind="opening", turns_remaining=self.max_turns,
+                                  budget_remaining=self.ledger.remaining)
+        for turn in range(1, self.max_turns + 1):
+            record: dict = {"turn": turn}
+            t0 = time.monotonic()
+            try:
+                reply = self.agent.act(observation)
+            except Exception as error:
+                record.update(policy_error=f"{type(error).__name__}: {error}",
+                              timings={"policy_s": time.monotonic() - t0})
+                self.turns.append(record)
+                self.exit_reason, self.exit_detail = "policy_error", record["policy_error"]
+                return
+            policy_s = time.monotonic() - t0
+            code, how = extract_code(reply)
+            record.update(reply=reply if isinstance(reply, str) else repr(reply), code=code, code_source=how)
+            left = self.max_turns - turn
+            if code is None:
+                text = f"Turn {turn} of {self.max_turns}. {prompt_mod.FORMAT_HINT}\nBudget remaining: {_money(self.ledger.remaining)}. Turns remaining: {left}."
+                observation = Observation(turn=turn + 1, text=text, kind="no_code", turns_remaining=left,
+                                          budget_remaining=self.ledger.remaining)
+                record.update(observation=text, timings={"policy_s": policy_s, "run_s": 0.0})
+                self.turns.append(record)
+                self._save_transcript()
+                continue
+
+            run = self.sandbox.run(code, self.timeout)
+            t1 = time.monotonic()
+            delivered, refused = self._process_requests(run.requests, turn)
+            submitted = run.submitted is not None
+            if submitted:
+                raw = json.dumps(run.submitted, sort_keys=True).encode()
+                self.final = _Submission(run.submitted, raw, turn, "submit()")
+            sub_status = self._track_submission(turn)
+            if run.submit_error:
+                sub_status += f" (submit() not accepted: {run.submit_error})"
+            listing = _listing(self.work)
+            status = "timeout" if run.timed_out else ("ran" if run.returncode == 0 else "failed")
+            text = self._observation_text(turn, run, delivered, refused, run.requests_dropped, listing,
+                                          sub_status, submitted)
+            observation = Observation(
+                turn=turn + 1, text=text, kind="result", turns_remaining=left, budget_remaining=self.ledger.remaining,
+                code=code, status=status, returncode=run.returncode, stdout=run.stdout, stderr=run.stderr,
+                delivered=tuple(delivered), refused=tuple(refused), work_listing=tuple(listing),
+                submission_status=sub_status,
+            )
+            record.update(
+                observation=text, status=status, returncode=run.returncode,
+                output_chars={"stdout": run.stdout_chars, "stderr": run.stderr_chars},
+                experiments={"requested": run.requests, "dropped": run.requests_dropped,
+                             "delivered": delivered, "refused": refused},
+                submission=sub_status, submitted=submitted,
+                timings={"policy_s": policy_s, "run_s": run.duration, "harness_s": time.monotonic() - t1},
+            )
+            self.turns.append(record)
+            self._save_transcript()
+            if submitted:
+                self.exit_reason = "submitted"
+                return
+            if self.paper_compat and sub_status == "parsed":
+                self.final = self.latest
+                self.exit_reason = "submission_written"
+                return
+        self.exit_reason = "turn_limit"
+
+    # -- scoring
+
+    def _score(self) -> tuple[dict, str]:
+        chosen = self.final or self.latest
+        current, _, _ = _read_submission(self.work)
+        if chosen is None or current == chosen.obj:
+            return score_episode(self.sealed, self.work, self.ledger_path), "work"
+        # WORK's submission.json is not the one the exit rule picks (changed after
+        # submit(), or broken after the last parseable version): score a copy.
+        scored = self.dir / "scored"
+        if scored.exists():
+            shutil.rmtree(scored)
+        scored.mkdir()
+        (scored / "submission.json").write_bytes(json.dumps(chosen.obj).encode())
+        phenotype = self.work / "phenotype.csv"
+        if phenotype.is_symlink() or phenotype.is_file():
+            # A link stays a link, so the scorer's inside-WORK check still rejects it;
+            # anything else (a folder, a pipe) is no phenotype and is not copied.
+            shutil.copy2(phenotype, scored / "phenotype.csv", follow_symlinks=False)
+        source = f"scored/ (submission from turn {chosen.turn} via {chosen.how}; WORK's phenotype.csv)"
+        return score_episode(self.sealed, scored, self.ledger_path), source
+
+    def run(self) -> dict:
+        started = time.time()
+        result: dict
+        try:
+            info = self._setup()
+            self._save_transcript()
+            self._loop(info)
+            score, source = self._score()
+            result = dict(score)
+            crash = None
+        except Exception as error:
+            crash = f"{type(error).__name__}: {error}"
+            self.exit_reason = "runner_crash"
+            self.exit_detail = traceback.format_exc()
+            result = zero_score(crash)
+            source = None
+        finally:
+            self.sandbox.close()
+        isolated, reason = bool(self.sandbox.isolated), self.sandbox.reason
+        ledger = getattr(self, "ledger", None)
+        summary = {
+            "world_id": self.world_id, "agent": self.agent_name, "budget": self.budget,
+            "exit_reason": self.exit_reason, "exit_detail": self.exit_detail,
+            "turns_used": len(self.turns), "max_turns": self.max_turns,
+            "submitted_turn": self.final.turn if self.final else None,
+            "scored_from": source,
+            "spent": ledger.spent if ledger else 0.0,
+            "remaining": ledger.remaining if ledger else self.budget,
+            "paper_compat": self.paper_compat,
+            "episode_dir": str(self.dir), "transcript": str(self.transcript_path), "ledger": str(self.ledger_path),
+            "wall_s": round(time.time() - started, 3),
+        }
+        result["isolated"] = isolated
+        result["isolation"] = reason
+        result["episode"] = summary
+        try:
+            self._save_transcript({"exit": summary, "score": {k: v for k, v in result.items() if k != "episode"}})
+            _atomic_json(self.dir / "score.json", result)
+        except Exception as error:  # the score is still returned; the failure is reported in it
+            result["episode"]["save_error"] = f"{type(error).__name__}: {error}"
+        return result
+
+
+def run_episode(world_dir, agent: Agent, *, budget: float, **options) -> dict:
+    """Play one episode and return the score plus ``isolated``, ``isolation`` and ``episode`` (a summary).
+
+    Options: agent_name, out, max_turns, timeout, paper_compat, isolation
+    ("auto" | "require" | "off"), overwrite.
+    """
+    return Episode(world_dir, agent, budget=budget, **options).run()
