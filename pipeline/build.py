@@ -176,8 +176,8 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
         }
         ctx = _per_block_context(world, coh, v2cov)
         shared_f = executor.scatter(shared)
-        futures = [executor.submit(omics_task, w, grp, shared_f, {b: ctx[b] for b in grp}, cfg.out, key=f"omics-{world.id}")
-                   for grp in groups]
+        futures = [executor.submit(omics_task, w, grp, shared_f, {b: ctx[b] for b in grp}, cfg.out, geno_url,
+                                   key=f"omics-{world.id}") for grp in groups]
         omics_results = executor.gather(futures)
         for res in omics_results:
             merge(timings, res["timing"])

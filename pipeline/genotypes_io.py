@@ -102,6 +102,21 @@ def read_haplotypes(url: str, v0: int, v1: int) -> np.ndarray:
     return out
 
 
+def read_sample_dosage(url: str, s0: int, s1: int) -> np.ndarray:
+    """ALT dosages int8[s1 - s0, variants] of samples s0..s1 (aligned to the sample chunk)."""
+    chunks = CallChunks(url)
+    n_variants = chunks.shape[0]
+    out = np.empty((n_variants, s1 - s0), dtype=np.int8)
+    for j, (c0, c1) in enumerate(chunks.ranges(1)):
+        lo, hi = max(c0, s0), min(c1, s1)
+        if lo >= hi:
+            continue
+        for i, (v0, v1) in enumerate(chunks.ranges(0)):
+            calls = chunks.read(i, j)[:, lo - c0:hi - c0]
+            np.add(calls[..., 0], calls[..., 1], out=out[v0:v1, lo - s0:hi - s0])
+    return np.ascontiguousarray(out.T)
+
+
 def load_genotypes(release_dir: str, threads: int | None = None) -> pd.DataFrame:
     """ALT-allele dosages (0, 1, 2) as int8, one row per subject, one column per variant.
 

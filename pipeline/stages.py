@@ -86,7 +86,7 @@ def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> lis
         rec = dict(
             block=b, pop=pop,
             tracked_raw=prot[:, tracked],
-            g_cis_tracked=mol.gs[:, world.protein_cis[tracked]],
+            g_cis_tracked=mol.genotypes(world.protein_cis[tracked]),
             g_direct=molecules.standardised_genotypes(world, dosage, np.array([world.direct_variant]))[:, 0],
             g_poly=poly,
             m_prot=molecules.moments(prot),
@@ -107,7 +107,7 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: str) -> dict:
+def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: str, geno_url: str | None = None) -> dict:
     """Standardised molecular tables for each block, saved as work partitions.
 
     ``shared`` holds the population moments; ``per_block[b]`` the block's special
@@ -124,8 +124,16 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
             continue
         ctx = per_block[b]
         pop = population_block(world, b)
-        hap = molecules.haplotypes(world, b)
-        dosage = hap[:, 0, :] + hap[:, 1, :]
+        if geno_url is not None:
+            # the core stage wrote these calls already: reading them back is ~10x
+            # cheaper than simulating the chains again
+            from .genotypes_io import read_sample_dosage
+
+            lo, hi = world.block_range(b)
+            dosage = read_sample_dosage(geno_url, lo, hi)
+        else:
+            hap = molecules.haplotypes(world, b)
+            dosage = hap[:, 0, :] + hap[:, 1, :]
         mol = molecules.BlockMolecules(world, b, pop, dosage)
         prot = (mol.proteins_raw() - shared["protein_mean"]) / shared["protein_sd"]
         for p, vals in ctx["special"].items():

@@ -72,3 +72,25 @@ def test_ordered_matmul_matches_twin_and_is_alignment_free():
     unaligned = np.frombuffer(buf.data, dtype=np.float64, count=a.size, offset=8).reshape(a.shape)
     unaligned[:] = a
     assert np.array_equal(dot(unaligned, b), dot(a, b))
+
+
+def test_omics_kernels_match_twins():
+    from kernels.omics import mix_transcripts, molecule_bio
+    from kernels.reference import omics as twin
+
+    rng = np.random.default_rng(5)
+    n, v, p, f = 6, 20, 9, 4
+    dosage = rng.integers(0, 3, (n, v)).astype(np.int8)
+    q = rng.uniform(0.05, 0.5, v)
+    gmean, ginv = 2 * q, 1 / np.sqrt(2 * q * (1 - q))
+    cis = rng.integers(0, v, p).astype(np.int64)
+    master = np.where(rng.random(p) < 0.4, rng.integers(0, v, p), -1).astype(np.int64)
+    coef = rng.uniform(0.1, 0.5, p)
+    factors, loadings, resid = rng.standard_normal((n, f)), rng.standard_normal((p, f)), rng.standard_normal((n, p))
+    out = np.empty((n, p))
+    molecule_bio(dosage, gmean, ginv, cis, coef, master, 0.1, factors, loadings, resid, 0.8, out)
+    assert np.array_equal(out, twin.molecule_bio(dosage, gmean, ginv, cis, coef, master, 0.1, factors, loadings, resid, 0.8))
+    own, conc, covs, cc = rng.standard_normal((n, p)), rng.uniform(0.2, 0.9, p), rng.standard_normal((n, 3)), rng.standard_normal((p, 3))
+    mixed = np.empty((n, p))
+    mix_transcripts(out, own, conc, covs, cc, mixed)
+    assert np.array_equal(mixed, twin.mix_transcripts(out, own, conc, covs, cc))

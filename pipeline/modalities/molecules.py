@@ -55,49 +55,68 @@ def _covariate_terms(pop, age_shift=0.0, bmi=None):
 
 
 class BlockMolecules:
-    """Raw (unstandardised) molecular values of one block, visit 1 and visit 2."""
+    """Raw (unstandardised) molecular values of one block, visit 1 and visit 2.
+
+    The sums run in ``kernels.omics`` (row-parallel, fixed order per element);
+    the random parts are drawn here from the block's named streams."""
 
     def __init__(self, world, b: int, pop: dict, dosage: np.ndarray):
         self.world, self.b, self.pop = world, b, pop
+        self.dosage = np.ascontiguousarray(dosage, dtype=np.int8)
         n = dosage.shape[0]
-        P, M = world.n_proteins, world.n_metabolites
         F = world.protein_loadings.shape[1]
         s = world.seed
+        q = world.af
+        self.gmean = 2.0 * q
+        self.ginv = 1.0 / np.sqrt(2.0 * q * (1.0 - q))
         self.factors = seeds.stream(s, "factors", b).standard_normal((n, F))
-        self.protein_resid = seeds.stream(s, "protein_residual", b).standard_normal((n, P))
-        used = np.unique(np.concatenate([world.protein_cis, world.master_variants, world.metabolite_cis]))
-        gs = np.zeros((n, world.n_variants))
-        gs[:, used] = standardised_genotypes(world, dosage, used)
-        self.gs = gs
-        master = world.protein_master
-        trans = np.where(master >= 0, TRANS_EFFECT * gs[:, np.maximum(master, 0)], 0.0)
+        self.protein_resid = seeds.stream(s, "protein_residual", b).standard_normal((n, world.n_proteins))
         # the protein's biological part (everything but the covariate terms)
-        self.protein_bio = (np.sqrt(world.protein_h2) * gs[:, world.protein_cis] + trans
-                            + dot(self.factors, world.protein_loadings.T) + PROTEIN_RESIDUAL * self.protein_resid)
+        self.protein_bio = self._bio(self.dosage, world.protein_cis, np.sqrt(world.protein_h2), world.protein_master,
+                                     self.factors, world.protein_loadings, self.protein_resid)
         self.cov = _covariate_terms(pop)[:, None]
+
+    def _bio(self, dosage, cis, cis_coef, master, factors, loadings, resid):
+        from kernels.omics import molecule_bio
+
+        out = np.empty((dosage.shape[0], len(cis)))
+        molecule_bio(dosage, self.gmean, self.ginv, np.ascontiguousarray(cis, dtype=np.int64),
+                     np.ascontiguousarray(cis_coef, dtype=np.float64), np.ascontiguousarray(master, dtype=np.int64),
+                     float(TRANS_EFFECT), np.ascontiguousarray(factors), np.ascontiguousarray(loadings),
+                     np.ascontiguousarray(resid), float(PROTEIN_RESIDUAL), out)
+        return out
+
+    def genotypes(self, columns: np.ndarray) -> np.ndarray:
+        """Standardised genotypes of the given variant columns, float64 [n, len(columns)]."""
+        return standardised_genotypes(self.world, self.dosage, np.asarray(columns))
+
+    def _covariates(self) -> np.ndarray:
+        return np.column_stack([self.pop["age"] - PC["age_centre"], self.pop["sex"], self.pop["bmi"] - PC["bmi_centre"]])
 
     def proteins_raw(self) -> np.ndarray:
         return self.protein_bio + self.cov
 
     def transcripts_raw(self) -> np.ndarray:
+        from kernels.omics import mix_transcripts
+
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
         resid = seeds.stream(s, "transcript_residual", b).standard_normal((n, w.n_proteins))
-        tm = w.transcript_master
-        trans = np.where(tm >= 0, TRANS_EFFECT * self.gs[:, np.maximum(tm, 0)], 0.0)
-        own = (w.transcript_cis * self.gs[:, w.protein_cis] + trans
-               + dot(self.factors, w.transcript_loadings.T) + PROTEIN_RESIDUAL * resid)
-        c = w.transcript_concordance
-        covs = np.column_stack([self.pop["age"] - PC["age_centre"], self.pop["sex"], self.pop["bmi"] - PC["bmi_centre"]])
-        return c * self.protein_bio + np.sqrt(1.0 - c * c) * own + dot(covs, w.transcript_cov.T)
+        own = self._bio(self.dosage, w.protein_cis, w.transcript_cis, w.transcript_master, self.factors,
+                        w.transcript_loadings, resid)
+        out = np.empty_like(own)
+        mix_transcripts(self.protein_bio, own, np.ascontiguousarray(w.transcript_concordance), self._covariates(),
+                        np.ascontiguousarray(w.transcript_cov), out)
+        return out
 
     def metabolites_raw(self) -> np.ndarray:
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
         resid = seeds.stream(s, "metabolite_residual", b).standard_normal((n, w.n_metabolites))
-        covs = np.column_stack([self.pop["age"] - PC["age_centre"], self.pop["sex"], self.pop["bmi"] - PC["bmi_centre"]])
-        return (np.sqrt(w.metabolite_h2) * self.gs[:, w.metabolite_cis] + dot(self.factors, w.metabolite_loadings.T)
-                + dot(covs, w.metabolite_cov.T) + PROTEIN_RESIDUAL * resid)
+        no_trans = np.full(w.n_metabolites, -1, dtype=np.int64)
+        bio = self._bio(self.dosage, w.metabolite_cis, np.sqrt(w.metabolite_h2), no_trans, self.factors,
+                        w.metabolite_loadings, resid)
+        return bio + dot(self._covariates(), w.metabolite_cov.T)
 
     def proteins_visit2_raw(self, rows: np.ndarray, age_shift: np.ndarray, bmi2: np.ndarray) -> np.ndarray:
         """Ordinary protein equation five years on for the block rows ``rows``:
@@ -110,10 +129,8 @@ class BlockMolecules:
         k1, k2 = VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
         f2 = k1 * self.factors[rows] + np.sqrt(1 - k1 * k1) * f_new[rows]
         r2 = k2 * self.protein_resid[rows] + np.sqrt(1 - k2 * k2) * r_new[rows]
-        master = w.protein_master
-        gs = self.gs[rows]
-        trans = np.where(master >= 0, TRANS_EFFECT * gs[:, np.maximum(master, 0)], 0.0)
-        bio = (np.sqrt(w.protein_h2) * gs[:, w.protein_cis] + trans + dot(f2, w.protein_loadings.T) + PROTEIN_RESIDUAL * r2)
+        bio = self._bio(self.dosage[rows], w.protein_cis, np.sqrt(w.protein_h2), w.protein_master, f2,
+                        w.protein_loadings, r2)
         pop_rows = {k: v[rows] for k, v in self.pop.items()}
         return bio + _covariate_terms(pop_rows, age_shift=age_shift, bmi=bmi2)[:, None]
 
