@@ -66,7 +66,10 @@ class DaskExecutor:
         return self.client.submit(fn, *args, key=key, pure=False, **kwargs)
 
     def scatter(self, obj):
-        return self.client.scatter(obj, broadcast=True, hash=False)
+        # Wrapped in a list: distributed scatters a dict as {key: value} with the
+        # dict's own keys as task keys, which would collide between worlds built
+        # concurrently (every world's "protein_mean" would be one future).
+        return self.client.scatter([obj], broadcast=True, hash=False)[0]
 
     def gather(self, futures):
         return self.client.gather(list(futures))

@@ -126,6 +126,16 @@ def _digests(world_dir):
     return out
 
 
+def test_panel_worlds_equal_standalone_builds(tiny_panel, tmp_path):
+    """Worlds built concurrently on one cluster are byte-identical to the same world
+    built alone in one thread (catches state shared between concurrent builds)."""
+    from conftest import build_world
+
+    for w in ("null-01", "hard-messy-01"):
+        alone = build_world(tmp_path / w, world=w)
+        assert _digests(alone) == _digests(os.path.join(tiny_panel[0], w)), w
+
+
 def test_panel_through_an_external_scheduler_with_two_workers(tmp_path, seed_file, tiny_panel):
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=ROOT, NUMBA_NUM_THREADS="1")
