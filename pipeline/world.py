@@ -244,7 +244,6 @@ def sample_world(resolved: Resolved) -> World:
 
     params = OmegaConf.to_container(w, resolve=True)
     seed = resolved.seed
-    rng = seeds.stream(seed, "world")
     biases = tuple(b for b in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "A9") if b in w.biases)
     P, V, M = int(s.proteins), int(s.variants), int(s.metabolites)
 

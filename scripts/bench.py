@@ -209,7 +209,7 @@ def timed(fn):
 
 
 def compare(res: dict, tmp: str) -> dict:
-    from pipeline.build import VCF_CHUNK, contigs, variant_table
+    from pipeline.build import VCF_CHUNK, contigs
     from pipeline.genotypes_io import load_genotypes, read_haplotypes
     from pipeline.writers.release.vcf import write_vcf
 

@@ -33,3 +33,23 @@ def tiny_world_noimaging(tmp_path_factory):
 
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
+
+
+def digest_tree(world_dir) -> dict:
+    """SHA-256 of every release and sealed file (manifests without their timestamp)."""
+    import hashlib
+    import json
+
+    out = {}
+    for bundle in ("release", "sealed"):
+        for root, _, files in os.walk(os.path.join(str(world_dir), bundle)):
+            for f in files:
+                path = os.path.join(root, f)
+                with open(path, "rb") as fh:
+                    data = fh.read()
+                if f == "MANIFEST.json":
+                    doc = json.loads(data)
+                    doc.pop("created")
+                    data = json.dumps(doc, sort_keys=True).encode()
+                out[os.path.relpath(path, str(world_dir))] = hashlib.sha256(data).hexdigest()
+    return out

@@ -1,6 +1,5 @@
 """A tiny world end to end: every file of SPEC sections 5 and 6, readers that
 analysts use, release/sealed separation and determinism across schedulers."""
-import hashlib
 import json
 import os
 import subprocess
@@ -9,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import build_world, have
+from conftest import build_world, digest_tree, have
 
 RELEASE_FILES = [
     "covariates.parquet", "data_dictionary.tsv", "data_dictionary.md", "proteomics.parquet",
@@ -151,29 +150,13 @@ def test_vcf_valid_for_bcftools_and_scikit_allel(tiny_world_noimaging):
     assert dos.dtypes.unique().tolist() == [np.int8]
 
 
-def _digest_tree(world_dir):
-    out = {}
-    for bundle in ("release", "sealed"):
-        for root, _, files in os.walk(os.path.join(world_dir, bundle)):
-            for f in files:
-                path = os.path.join(root, f)
-                rel = os.path.relpath(path, world_dir)
-                data = open(path, "rb").read()
-                if f == "MANIFEST.json":
-                    doc = json.loads(data)
-                    doc.pop("created")
-                    data = json.dumps(doc, sort_keys=True).encode()
-                out[rel] = hashlib.sha256(data).hexdigest()
-    return out
-
-
 def test_determinism_across_schedulers_and_chunking(tmp_path, tiny_world_noimaging):
-    reference = _digest_tree(tiny_world_noimaging)
+    reference = digest_tree(tiny_world_noimaging)
     local = build_world(tmp_path / "local", extra=("release=noimaging", "cluster=local", "cluster.n_workers=2",
                                                    "cluster.progress=false"))
-    assert _digest_tree(local) == reference
+    assert digest_tree(local) == reference
     rechunked = build_world(tmp_path / "chunk1", extra=("release=noimaging", "cluster.chunk_blocks=1"))
-    assert _digest_tree(rechunked) == reference
+    assert digest_tree(rechunked) == reference
 
 
 def test_manifest_lists_every_file_with_hash(tiny_world_noimaging):

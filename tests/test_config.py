@@ -63,7 +63,6 @@ def test_cli_reports_bad_config_before_compute(tmp_path):
 def test_heldout_world_needs_a_seed_file(tmp_path):
     import yaml
 
-    path = tmp_path / "heldout.yaml"
     base = yaml.safe_load((config.CONF_DIR / "world" / "standard-01.yaml").read_text())
     base["id"] = "standard-01"
     assert base.get("seed")

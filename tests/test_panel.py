@@ -17,6 +17,7 @@ from collections import Counter
 import pytest
 import yaml
 
+from conftest import digest_tree
 from pipeline import config
 from pipeline.panel import panel_worlds, run
 
@@ -110,22 +111,6 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _digests(world_dir):
-    out = {}
-    for bundle in ("release", "sealed"):
-        base = os.path.join(world_dir, bundle)
-        for root, _, files in os.walk(base):
-            for f in files:
-                path = os.path.join(root, f)
-                data = open(path, "rb").read()
-                if f == "MANIFEST.json":
-                    doc = json.loads(data)
-                    doc.pop("created")
-                    data = json.dumps(doc, sort_keys=True).encode()
-                out[os.path.relpath(path, world_dir)] = hashlib.sha256(data).hexdigest()
-    return out
-
-
 def test_panel_worlds_equal_standalone_builds(tiny_panel, tmp_path):
     """Worlds built concurrently on one cluster are byte-identical to the same world
     built alone in one thread (catches state shared between concurrent builds)."""
@@ -133,7 +118,7 @@ def test_panel_worlds_equal_standalone_builds(tiny_panel, tmp_path):
 
     for w in ("null-01", "hard-messy-01"):
         alone = build_world(tmp_path / w, world=w)
-        assert _digests(alone) == _digests(os.path.join(tiny_panel[0], w)), w
+        assert digest_tree(alone) == digest_tree(os.path.join(tiny_panel[0], w)), w
 
 
 def test_panel_through_an_external_scheduler_with_two_workers(tmp_path, seed_file, tiny_panel):
@@ -161,7 +146,7 @@ def test_panel_through_an_external_scheduler_with_two_workers(tmp_path, seed_fil
         assert proc.stdout.count("complete") >= 20
         # the same bytes as the local-cluster panel build
         for w in ("standard-01", "null-01", "heldout-ischemic-02"):
-            assert _digests(os.path.join(out, w)) == _digests(os.path.join(tiny_panel[0], w)), w
+            assert digest_tree(os.path.join(out, w)) == digest_tree(os.path.join(tiny_panel[0], w)), w
     finally:
         for p in procs[::-1]:
             p.terminate()
@@ -203,7 +188,7 @@ def test_killing_a_worker_mid_build_changes_nothing(tmp_path, tiny_world):
         assert killed, "the build finished before a worker could be killed"
     finally:
         ex.close()
-    assert _digests(tmp_path / "all-biases") == _digests(tiny_world)
+    assert digest_tree(tmp_path / "all-biases") == digest_tree(tiny_world)
 
 
 def test_killing_the_client_then_rerunning_reuses_partitions(tmp_path, tiny_world):
@@ -230,7 +215,7 @@ def test_killing_the_client_then_rerunning_reuses_partitions(tmp_path, tiny_worl
 
     summary = build(resolved, progress=False)
     assert summary["task_seconds"].get("reused_partitions", (0, 0))[0] >= 2 + 2, summary["task_seconds"]
-    assert _digests(out / "all-biases") == _digests(tiny_world)
+    assert digest_tree(out / "all-biases") == digest_tree(tiny_world)
     assert status(resolved)["complete"] is True
 
 
@@ -245,7 +230,7 @@ def test_output_to_fsspec_urls(scheme, tmp_path, tiny_world_noimaging):
 
     build(resolved, progress=False)
     fs, root = fsspec.core.url_to_fs(url)
-    ref = _digests(tiny_world_noimaging)
+    ref = digest_tree(tiny_world_noimaging)
     for rel, digest in ref.items():
         data = fs.cat_file(f"{root}/all-biases/{rel}")
         if rel.endswith("MANIFEST.json"):

@@ -11,7 +11,6 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..world import CENTRE_CODES
 from .core import Check, at_least, band
 from .stats import ridge_cv
 

@@ -19,7 +19,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..config import A9Params, HardParams, T1Params, T2Params, T3Params, T6Params, T7Params, T8Params, T9Params
-from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, CENTRE_CODES, L_AGE,
+from ..world import (CARDIAC_L, CENTRE_CODES, L_AGE,
                      L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS)
 from .core import Check, at_least, band
 from .stats import corr_z, ols, poisson, ridge_cv, standardise
