@@ -140,6 +140,9 @@ class T8Params:
 class T9Params:
     scale: float = 2.2  #: the site reports the decoy as 2.2 P + 1.1
     offset: float = 1.1
+    site_age_shift: float = 8.0  #: the site's participants are older (years) ...
+    site_bmi_shift: float = 3.0  #: ... heavier (kg/m2) ...
+    site_smoking_logodds: float = 0.8  #: ... and smoke more, so its mean L is higher
 
 
 @dataclass

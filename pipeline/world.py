@@ -362,9 +362,18 @@ def sample_world(resolved: Resolved) -> World:
     ancestry_selection = np.concatenate([[0.0], crng.normal(-0.2, 0.3, len(ANCESTRY_CODES) - 1)])
     t9_centre = None
     if "T9" in biases:
-        # The unit-mixing site is the one whose composition gives it the highest mean L.
+        # The unit-mixing site is a centre whose composition gives it a clearly higher
+        # mean L (older, heavier, more smokers), so its unit offset makes the decoy
+        # look associated with disease in a pooled analysis.  The others are
+        # re-centred so the cohort's marginals stay those of S1.1.
         expected_l = L_BMI * centre_bmi_shift / 5.3 + L_AGE * centre_age_shift / AGE_SD
         t9_centre = int(np.argmax(expected_l))
+        t9p = w.bias_params.T9
+        for arr, extra in ((centre_age_shift, t9p.site_age_shift), (centre_bmi_shift, t9p.site_bmi_shift),
+                           (centre_smoking_logodds, t9p.site_smoking_logodds)):
+            arr[t9_centre] += extra
+            others = np.arange(C) != t9_centre
+            arr[others] -= (centre_p @ arr) / centre_p[others].sum()
 
     site_fields = None
     if "T5" in biases:

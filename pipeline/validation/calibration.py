@@ -41,6 +41,49 @@ def expected_haplotype_r(q1, q2, rho):
     return (p11 - q1 * q2) / np.sqrt(q1 * (1 - q1) * q2 * (1 - q2))
 
 
+def allele_frequencies(hap: np.ndarray) -> np.ndarray:
+    """ALT frequency per variant of int8 [v, s, 2] haplotypes, slab by slab (bounded memory)."""
+    out = np.empty(hap.shape[0])
+    for v0 in range(0, hap.shape[0], 256):
+        slab = hap[v0:v0 + 256].reshape(min(256, hap.shape[0] - v0), -1)
+        out[v0:v0 + 256] = slab.sum(axis=1, dtype=np.int64) / slab.shape[1]
+    return out
+
+
+def _phi(n, sum_a, sum_b, sum_ab):
+    """Correlation of two 0/1 variables from their sums (E[a^2] = E[a] for binary a)."""
+    ma, mb = sum_a / n, sum_b / n
+    cov = sum_ab / n - ma * mb
+    return cov / np.sqrt(np.maximum(ma - ma * ma, 1e-12) * np.maximum(mb - mb * mb, 1e-12))
+
+
+def pair_correlations(hap: np.ndarray, idx: np.ndarray, groups: int) -> tuple:
+    """Haplotype correlation of variant pairs (idx, idx + 1) and its delete-one-group
+    jackknife replicates, from per-group sums (participants in ``groups`` groups by
+    index; both haplotypes of a participant in one group).  Works in chunks of pairs
+    on the int8 calls, so memory stays bounded at any cohort size.
+    Returns (r [pairs], r_without_group [pairs, groups])."""
+    n_s = hap.shape[1]
+    gid = np.arange(n_s) % groups
+    onehot = np.zeros((n_s, groups), dtype=np.float32)
+    onehot[np.arange(n_s), gid] = 1.0
+    n_g = 2.0 * onehot.sum(axis=0)  # haplotypes per group
+    r_all = np.empty(len(idx))
+    r_jack = np.empty((len(idx), groups))
+    for c0 in range(0, len(idx), 128):
+        sel = idx[c0:c0 + 128]
+        a = hap[sel].astype(np.float32)  # [c, s, 2]
+        b = hap[sel + 1].astype(np.float32)
+        sa = (a.sum(axis=2)) @ onehot  # [c, groups] sums per group
+        sb = (b.sum(axis=2)) @ onehot
+        sab = ((a * b).sum(axis=2)) @ onehot
+        n_tot = n_g.sum()
+        r_all[c0:c0 + 128] = _phi(n_tot, sa.sum(axis=1), sb.sum(axis=1), sab.sum(axis=1))
+        r_jack[c0:c0 + 128] = _phi(n_tot - n_g[None, :], sa.sum(axis=1, keepdims=True) - sa,
+                                   sb.sum(axis=1, keepdims=True) - sb, sab.sum(axis=1, keepdims=True) - sab)
+    return r_all, r_jack
+
+
 def age_target(world) -> tuple:
     """Mean, SD and 4th central moment of the centre mixture of TN(59.147 + shift, 9.245^2; 45, 84)."""
     p = np.asarray(world.hidden["centre_p"])
@@ -103,8 +146,8 @@ def checks(world) -> tuple[list, dict]:
                     tg["bmi_centre"]["source"], se=se))
 
     # ---- allele frequencies ----------------------------------------------------------
-    hap = world.haplotypes  # [v, s, 2]
-    q = hap.mean(axis=(1, 2))
+    hap = world.haplotypes  # int8 [v, s, 2]
+    q = allele_frequencies(hap)
     x = (q - AF_FLOOR) / (0.5 - AF_FLOOR)
     ks = stats.kstest(x, stats.beta(AF_A, AF_B).cdf).statistic
     crit = tg["af_distribution"]["k_ks"] / np.sqrt(len(q))
@@ -120,31 +163,16 @@ def checks(world) -> tuple[list, dict]:
     idx = np.flatnonzero(same)
     decay = tg["ld_decay"]["decay_kb"] * 1000.0
     rho = np.exp(-dist[idx] / decay)
-    h = hap.reshape(hap.shape[0], -1).astype(np.float32)
-    a, b = h[idx], h[idx + 1]
-    a_c = a - a.mean(axis=1, keepdims=True)
-    b_c = b - b.mean(axis=1, keepdims=True)
-    r_obs = (a_c * b_c).sum(axis=1) / np.sqrt((a_c ** 2).sum(axis=1) * (b_c ** 2).sum(axis=1))
     q1, q2 = q[idx].clip(1e-4, 1 - 1e-4), q[idx + 1].clip(1e-4, 1 - 1e-4)
     r_exp = expected_haplotype_r(q1, q2, rho)
+    groups = 20
+    r_obs, r_jack = pair_correlations(hap, idx, groups)
     close = rho > 0.3
     m = int(close.sum())
-    n_hap = h.shape[1]
     if m >= 3:
         # SE by a delete-one-group jackknife over participants: phi coefficients of
         # binary alleles do not follow the normal-theory SE, and adjacent pairs overlap.
-        groups = 20
-        gid = (np.arange(n_hap) // 2) % groups  # both haplotypes of a participant together
-        ac, bc = a[close], b[close]
-        stats_j = []
-        for g in range(groups):
-            keep = gid != g
-            aa, bb = ac[:, keep], bc[:, keep]
-            aa = aa - aa.mean(axis=1, keepdims=True)
-            bb = bb - bb.mean(axis=1, keepdims=True)
-            rj = (aa * bb).sum(axis=1) / np.sqrt((aa ** 2).sum(axis=1) * (bb ** 2).sum(axis=1))
-            stats_j.append(np.nanmean(rj - r_exp[close]))
-        stats_j = np.asarray(stats_j)
+        stats_j = np.nanmean(r_jack[close] - r_exp[close, None], axis=0)
         se = float(np.sqrt((groups - 1) / groups * np.sum((stats_j - stats_j.mean()) ** 2)))
         diff = float(np.mean(r_obs[close] - r_exp[close]))
         out.append(band("LD: mean observed - expected haplotype r (pairs with latent rho > 0.3)", GROUP, diff, 0.0,
@@ -157,13 +185,15 @@ def checks(world) -> tuple[list, dict]:
     plots["ld"] = {"dist": dist[idx], "r_obs": r_obs, "r_exp": r_exp}
 
     # ---- Hardy-Weinberg ---------------------------------------------------------------
-    dos = hap.sum(axis=2)
-    p_alt = dos.mean(axis=1) / 2
-    het = (dos == 1).mean(axis=1)
+    p_alt, het = np.empty(hap.shape[0]), np.empty(hap.shape[0])
+    for v0 in range(0, hap.shape[0], 256):
+        dos = hap[v0:v0 + 256, :, 0] + hap[v0:v0 + 256, :, 1]  # int8, one slab at a time
+        p_alt[v0:v0 + 256] = dos.mean(axis=1) / 2
+        het[v0:v0 + 256] = (dos == 1).mean(axis=1)
     hexp = 2 * p_alt * (1 - p_alt)
     ok_v = hexp > 0.02
     f = 1 - het[ok_v] / hexp[ok_v]
-    chi2 = dos.shape[1] * f ** 2
+    chi2 = hap.shape[1] * f ** 2
     frac = float(np.mean(chi2 > stats.chi2.ppf(0.999, 1)))
     se = np.sqrt(0.001 * 0.999 / ok_v.sum())
     out.append(band("Hardy-Weinberg: fraction of variants with p < 0.001", GROUP, frac, 0.001, tg["hardy_weinberg"]["k_se"] * se,

@@ -281,14 +281,21 @@ def _t3_fidelity(c: Ctx) -> list:
     return out
 
 
-def collider_prediction(c: Ctx, P, offset) -> float:
+def collider_prediction(c: Ctx, P, offset, selected: bool = True) -> float:
+    """Pearson-Lawley prediction of corr(L, P) among the imaged (``selected``) or
+    among the rest, selection being on the supplement's normal score truncated at
+    the imaged fraction."""
     t3 = T3Params()
     score = (t3.age * c.hp["z_age"].to_numpy() + t3.bmi * c.hp["z_bmi"].to_numpy() + offset
              + t3.latent * t3.eta * c.L + t3.protein * t3.eta * P)
     frac = c.imaged.mean()
     zc = sps.norm.ppf(1 - frac)
-    lam = sps.norm.pdf(zc) / frac
-    shrink = 1 + zc * lam - lam ** 2  # Var(S | S > c) / Var(S)
+    if selected:  # S > c
+        lam = sps.norm.pdf(zc) / frac
+        shrink = 1 + zc * lam - lam ** 2  # Var(S | S > c) / Var(S)
+    else:  # S < c
+        lam = -sps.norm.pdf(zc) / (1 - frac)
+        shrink = 1 + zc * lam - lam ** 2
     V = np.cov(np.vstack([c.L, P, score]))
     V[2, 2] += t3.noise ** 2
     k = (1 - shrink) / V[2, 2]
@@ -411,12 +418,23 @@ def _a9_fidelity(c: Ctx) -> list:
 # ------------------------------------------------------------------------- analyst view
 
 
+_CENTRED: dict = {}
+
+
 def _lead_variant(geno: pd.DataFrame, y: np.ndarray):
+    """The variant most correlated with ``y`` (an analyst's lead-variant scan).
+    The centred float32 genotype matrix is built once per genotype frame; missing
+    phenotype values are zeroed after centring, which drops them from the sums."""
+    key = id(geno)
+    if key not in _CENTRED:
+        _CENTRED.clear()
+        G = np.array(geno.to_numpy(), dtype=np.float32)  # a writable copy
+        G -= G.mean(axis=0)
+        _CENTRED[key] = (G, np.sqrt((G ** 2).sum(axis=0)))
+    G, norms = _CENTRED[key]
     ok = np.isfinite(y)
-    G = geno.to_numpy(np.float32)[ok]
-    G = G - G.mean(axis=0)
-    yc = (y[ok] - y[ok].mean()).astype(np.float32)
-    r = (G.T @ yc) / (np.sqrt((G ** 2).sum(axis=0)) * np.sqrt((yc ** 2).sum()) + 1e-12)
+    yc = np.where(ok, y - np.nanmean(y), 0.0).astype(np.float32)
+    r = (G.T @ yc) / (norms * np.sqrt((yc ** 2).sum()) + 1e-12)
     j = int(np.argmax(np.abs(r)))
     return geno.columns[j], float(r[j])
 
@@ -506,12 +524,15 @@ def analyst(world, c: Ctx) -> list:
                              f"observational z = {zm:+.1f}; instrument {lead} (F={zgx ** 2:.0f}) on phenotype z = {zgy:+.1f}; "
                              f"MR vs observational difference z = {zdiff:+.1f}", level="analyst"))
     if "T3" in dec:
+        # The imaged sub-cohort against the whole cohort it is nested in: the SE of
+        # the difference of nested estimates is sqrt(1/n_imaged - 1/n).
         x = prot[dec["T3"]].to_numpy(float)
         im = c.imaged
-        r_all = np.corrcoef(x[np.isfinite(x)], Y[np.isfinite(x)])[0, 1]
-        okm = im & np.isfinite(x)
+        oka = np.isfinite(x)
+        r_all = np.corrcoef(x[oka], Y[oka])[0, 1]
+        okm = im & oka
         r_im = np.corrcoef(x[okm], Y[okm])[0, 1]
-        se = np.sqrt(1 / okm.sum() + 1 / n)
+        se = np.sqrt(1 / okm.sum() - 1 / oka.sum())
         # predicted shift from the selection equation, carried to the analyst phenotype's scale
         centre_idx = pd.Series(range(len(CENTRE_CODES)), index=CENTRE_CODES)[c.cov["p54_i0"].to_numpy()].to_numpy()
         anc = c.cov["p21000_i0"].to_numpy().clip(1, 6) - 1
@@ -683,7 +704,10 @@ def _a9_analyst(world, c: Ctx, Y) -> list:
 def checks(world) -> tuple[list, dict]:
     c = Ctx(world)
     out = fidelity(c)
-    out += analyst(world, c)
+    try:
+        out += analyst(world, c)
+    finally:
+        _CENTRED.clear()  # the centred genotype matrix is large at paper scale
     plots = {"mechanisms": {"draw": lambda: _plot(c)}}
     return out, plots
 
