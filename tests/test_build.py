@@ -168,3 +168,35 @@ def test_manifest_lists_every_file_with_hash(tiny_world_noimaging):
     assert verify(out, out.sealed) == []
     doc = json.load(open(os.path.join(out.release, "MANIFEST.json")))
     assert doc["scale"] == "tiny" and "seed" not in json.dumps(doc).lower()
+
+
+def test_imaging_zarr_layout_and_paper_compat_follow_up(tmp_path):
+    """release=zarr writes the same pixels as the npz layout into one store; with
+    paper_compat the follow-up scans of a non-DCM world are rendered with DCM
+    morphology again (the original defect), and by default they are not."""
+    import zarr
+
+    from pipeline.imaging.measure import measure_subjects
+
+    d = build_world(tmp_path / "z", world="heldout-hcm-01", extra=("release=zarr", "world.seed=0x" + "5a" * 16, "scale.imaged=600"))
+    group = zarr.open_group(os.path.join(d, "release", "imaging.zarr"), mode="r")
+    ids = [str(x) for x in np.asarray(group["subject_id"][:]).tolist()]
+    cov = pd.read_parquet(os.path.join(d, "release", "covariates.parquet"))
+    assert set(ids) == set(cov.index[cov.imaged]) and group["cine"].shape == (len(ids), 3, 25, 128, 128)
+    assert group["cine"].dtype == np.uint8 and group["t1map"].dtype == np.float32
+    assert not os.path.exists(os.path.join(d, "release", "imaging"))
+    npz = build_world(tmp_path / "n", world="heldout-hcm-01", extra=("world.seed=0x" + "5a" * 16, "scale.imaged=600"))
+    with np.load(os.path.join(npz, "release", "imaging", f"{ids[0]}.npz")) as z:
+        assert np.array_equal(z["cine"], group["cine"][0])
+    compat = build_world(tmp_path / "c", world="heldout-hcm-01", extra=("world.seed=0x" + "5a" * 16, "scale.imaged=600", "paper_compat=true"))
+    lat = pd.read_parquet(os.path.join(npz, "sealed", "latent.parquet"))
+    walls = {}
+    for name, root in (("own", npz), ("dcm", compat)):
+        files = sorted(os.listdir(os.path.join(root, "release", "imaging_visit2")))
+        cine = np.stack([np.load(os.path.join(root, "release", "imaging_visit2", f))["cine"] for f in files])
+        t1 = np.stack([np.load(os.path.join(root, "release", "imaging_visit2", f))["t1map"] for f in files])
+        feats = measure_subjects(cine, t1)
+        late = lat.loc[[f[:-4] for f in files], "latent_late"].to_numpy()
+        walls[name] = np.corrcoef(feats["wall_thickness_px"], late)[0, 1]
+    # HCM thickens the wall with disease (+0.55); DCM thins it (-0.28)
+    assert walls["own"] > 0.2 and walls["dcm"] < walls["own"] - 0.3, walls

@@ -239,3 +239,11 @@ def test_output_to_fsspec_urls(scheme, tmp_path, tiny_world_noimaging):
             data = json.dumps(doc, sort_keys=True).encode()
         assert hashlib.sha256(data).hexdigest() == digest, rel
     assert not fs.exists(f"{root}/all-biases/.build")
+
+
+def test_leak_audit_passes_on_every_panel_world(tiny_panel):
+    from pipeline.audit import audit
+
+    for w in panel_worlds("paper-v1"):
+        report = audit(os.path.join(tiny_panel[0], w))
+        assert report["passed"], (w, [(f["name"], f["detail"]) for f in report["findings"] if not f["passed"]])
