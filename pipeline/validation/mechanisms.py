@@ -713,29 +713,60 @@ def checks(world) -> tuple[list, dict]:
 
 
 def _plot(c: Ctx):
+    """One diagnostic panel per planted mechanism (sealed view)."""
     import matplotlib.pyplot as plt
 
     r = c.roles
-    panels = []
-    if "T1" in r["decoys"]:
-        panels.append(("T1: decoy vs z(BMI)", c.hp["z_bmi"].to_numpy(), c.true(r["decoys"]["T1"])))
-    if "T2" in r["decoys"]:
-        panels.append(("T2: decoy vs L", c.L, c.true(r["decoys"]["T2"])))
-    if "T3" in r["decoys"]:
-        panels.append(("T3: P_sel vs L (imaged in red)", c.L, c.true(r["decoys"]["T3"])))
-    if r.get("surrogate"):
-        panels.append(("T8: z(ESV) vs surrogate", c.true(r["surrogate"]), c.hp["trait_esv"].to_numpy()))
-    if "T9" in r["decoys"]:
-        panels.append(("T9: released vs true decoy", c.true(r["decoys"]["T9"]), c.w.proteomics[r["decoys"]["T9"]].to_numpy(float)))
-    if r.get("a9_partner"):
-        panels.append(("A9: partner vs L_late", c.Ll, c.true(r["a9_partner"])))
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(3.2 * max(1, len(panels)), 3))
-    axes = np.atleast_1d(axes)
+    panels = []  # (title, draw(ax))
     rng = np.random.default_rng(0)
-    for ax, (title, x, y) in zip(axes, panels):
-        idx = rng.choice(len(x), size=min(3000, len(x)), replace=False)
-        color = np.where(c.imaged[idx], "tab:red", "tab:blue") if title.startswith("T3") else "tab:blue"
-        ax.scatter(x[idx], y[idx], s=2, alpha=0.4, c=color)
+    idx = rng.choice(c.n, size=min(3000, c.n), replace=False)
+
+    def scatter(x, y, color="tab:blue"):
+        return lambda ax: ax.scatter(x[idx], y[idx], s=2, alpha=0.4, c=color if isinstance(color, str) else color[idx])
+
+    def by_dosage(g, series):
+        def draw(ax):
+            levels = np.unique(np.round(g, 3))
+            for label, y in series:
+                ax.plot(range(len(levels)), [np.mean(y[np.round(g, 3) == v]) for v in levels], "o-", label=label)
+            ax.set_xticks(range(len(levels)))
+            ax.set_xticklabels(["0", "1", "2"][:len(levels)])
+            ax.set_xlabel("ALT dosage", fontsize=7)
+            ax.legend(fontsize=6)
+        return draw
+
+    if "T1" in r["decoys"]:
+        panels.append(("T1: decoy vs z(BMI)", scatter(c.hp["z_bmi"].to_numpy(), c.true(r["decoys"]["T1"]))))
+    if "T2" in r["decoys"]:
+        panels.append(("T2: decoy vs L", scatter(c.L, c.true(r["decoys"]["T2"]))))
+    if "T3" in r["decoys"]:
+        colors = np.where(c.imaged, "tab:red", "tab:blue")
+        panels.append(("T3: P_sel vs L (imaged red)", scatter(c.L, c.true(r["decoys"]["T3"]), colors)))
+    if r.get("t4_partner"):
+        g = c.gcis(r["t4_causal"])
+        panels.append(("T4: shared variant moves both", by_dosage(g, [("driver", c.true(r["t4_causal"])),
+                                                                      ("partner", c.true(r["t4_partner"])), ("L", c.L)])))
+    if "T6" in c.biases:
+        panels.append(("T6: z(EDV) vs z(exercise)", scatter(c.hp["z_exercise"].to_numpy(), c.hp["trait_edv"].to_numpy())))
+    if "T7" in r["decoys"]:
+        p7 = r["decoys"]["T7"]
+        panels.append(("T7: instrument moves P and L", by_dosage(c.gcis(p7), [("P_T7", c.true(p7)), ("L", c.L)])))
+    if r.get("surrogate"):
+        panels.append(("T8: z(ESV) vs surrogate", scatter(c.true(r["surrogate"]), c.hp["trait_esv"].to_numpy())))
+    if "T9" in r["decoys"]:
+        panels.append(("T9: released vs true decoy",
+                       scatter(c.true(r["decoys"]["T9"]), c.w.proteomics[r["decoys"]["T9"]].to_numpy(float))))
+    if r.get("a9_partner"):
+        panels.append(("A9: partner vs L_late", scatter(c.Ll, c.true(r["a9_partner"]))))
+    cols = 5
+    rows = max(1, -(-len(panels) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.8 * rows))
+    axes = np.atleast_1d(axes).ravel()
+    for ax, (title, draw) in zip(axes, panels):
+        draw(ax)
         ax.set_title(title, fontsize=8)
+    for ax in axes[len(panels):]:
+        ax.axis("off")
     fig.suptitle("Planted mechanisms (sealed view)", fontsize=9)
+    fig.tight_layout()
     return fig
