@@ -209,7 +209,8 @@ def checks(world) -> tuple[list, dict]:
     h2 = np.asarray(hid["protein_h2"])
     lss = np.asarray(hid["protein_loading_ss"])
     trans = np.asarray([v is not None for v in hid["protein_trans_variant"]])
-    cov_var = 0.01 ** 2 * age.var() + 0.10 ** 2 * male.var() + 0.02 ** 2 * bmi.var()
+    # the covariate terms' variance including their covariances (BMI depends on age and sex)
+    cov_var = float(np.var(0.01 * age + 0.10 * male + 0.02 * bmi))
     r_exp_all = np.sqrt(h2) / np.sqrt(h2 + 0.01 * trans + lss + cov_var + 0.64)
     diffs, ses = [], []
     pids = list(prot.columns)
