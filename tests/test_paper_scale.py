@@ -7,8 +7,9 @@
 * the environment's baseline b lands in the paper's archetype range (+-0.03) on the
   heldout-*-01 worlds while the supervised non-omics phenotype reaches |r| >= 0.85.
 
-Worlds are built under $DTW_PAPER_OUT (default: a pytest temporary folder) and kept
-there, so the reports can be opened afterwards.
+Worlds are built under $DTW_PAPER_OUT (default: a pytest temporary folder).  A
+paper-scale world with images is about 16 GB; after its checks the image folders are
+removed (the validation report, with its plots, stays) unless DTW_PAPER_KEEP=1.
 """
 import os
 import secrets
@@ -40,6 +41,8 @@ def out_dir(tmp_path_factory):
 
 
 def _write_report(world_dir, report):
+    import shutil
+
     from pipeline.validate import print_table
     from pipeline.validation.report import write_html
 
@@ -47,6 +50,9 @@ def _write_report(world_dir, report):
     write_html(report, os.path.join(world_dir, "validation", "validation.html"))
     with open(os.path.join(world_dir, "validation", "table.txt"), "w") as fh:
         print_table(report, fh)
+    if not os.environ.get("DTW_PAPER_KEEP"):
+        for folder in ("imaging", "imaging_visit2"):
+            shutil.rmtree(os.path.join(world_dir, "release", folder), ignore_errors=True)
 
 
 def test_analyst_view_at_paper_scale(out_dir):
