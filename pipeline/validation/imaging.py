@@ -20,14 +20,17 @@ B_RANGES = {"dcm": (0.40, 0.44), "hcm": (0.67, 0.68), "ischemic": (0.71, 0.72), 
 B_ALLOWANCE = 0.03
 CEILING = 0.85
 # Paper trace figures (Supplementary Note S2) and the tolerances stated for them here.
+# The trace comes from one world's imaged cohort; the T1 tails of another world's
+# imaged cohort move with its archetype's T1 loading and with selection on L (T3),
+# hence the wider bands on the percentiles than on the mean.
 TRACE = {
     "ed_cavity_area_px": (700.0, 0.12, "relative"),
     "myocardial_area_px": (1600.0, 0.12, "relative"),
     "area_emptying": (0.58, 0.04, "absolute"),
     "t1_mean": (1000.0, 25.0, "absolute"),
     "t1_sd": (105.0, 15.0, "absolute"),
-    "t1_p01": (752.0, 40.0, "absolute"),
-    "t1_p99": (1243.0, 40.0, "absolute"),
+    "t1_p01": (752.0, 50.0, "absolute"),
+    "t1_p99": (1243.0, 50.0, "absolute"),
 }
 MEASURABILITY = (("ed_cavity_area_px", "render_lv_edv_ml"), ("area_emptying", "ef"), ("wall_thickness_px", "render_lv_wall_mm"),
                  ("t1_mean_ms", "render_t1_ms"))
