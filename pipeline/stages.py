@@ -13,6 +13,7 @@ import hashlib
 import io
 import posixpath
 from .timing import StageTimer
+from kernels.genotypes import to_variant_major
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> lis
             from .writers.release import genozarr
 
             lo, _ = world.block_range(b)
-            genozarr.write_sample_block(geno_url, lo, np.ascontiguousarray(hap.transpose(2, 0, 1)))
+            genozarr.write_sample_block(geno_url, lo, to_variant_major(hap))
             timer.lap("genotype_zarr")
         dosage = hap[:, 0, :] + hap[:, 1, :]
         mol = molecules.BlockMolecules(world, b, pop, dosage)

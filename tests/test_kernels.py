@@ -94,3 +94,10 @@ def test_omics_kernels_match_twins():
     mixed = np.empty((n, p))
     mix_transcripts(out, own, conc, covs, cc, mixed)
     assert np.array_equal(mixed, twin.mix_transcripts(out, own, conc, covs, cc))
+
+
+def test_variant_major_transpose():
+    from kernels.genotypes import to_variant_major
+
+    hap = np.random.default_rng(1).integers(0, 2, (301, 2, 517)).astype(np.int8)
+    assert np.array_equal(to_variant_major(hap), np.ascontiguousarray(hap.transpose(2, 0, 1)))
