@@ -112,7 +112,9 @@ def make_executor(cluster_cfg, processes: bool = True) -> Any:
         memory_limit=cluster_cfg.memory_limit,
         dashboard_address=None,
         silence_logs=40,
-        **({} if not processes else {"env": {"NUMBA_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // n_workers)),
+        # Parallelism comes from the workers: each kernel runs on its worker's own
+        # threads, so N workers use N cores and adding workers scales the build.
+        **({} if not processes else {"env": {"NUMBA_NUM_THREADS": str(int(cluster_cfg.threads_per_worker)),
              "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}),
     )
     client = Client(cluster)

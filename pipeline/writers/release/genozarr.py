@@ -204,9 +204,62 @@ def write_sample_block(url: str, sample_start: int, haplotypes: np.ndarray) -> N
             f"samples {sample_start}:{sample_stop} are not aligned to the sample chunk {sample_chunk} "
             f"of {n_samples} samples"
         )
-    genotype[:, sample_start:sample_stop, :] = haplotypes
-    group["call_genotype_mask"][:, sample_start:sample_stop, :] = haplotypes < 0
-    group["call_genotype_phased"][:, sample_start:sample_stop] = np.ones(haplotypes.shape[:2], dtype=bool)
+    if not _write_direct(url, group, sample_start, sample_stop, haplotypes):
+        genotype[:, sample_start:sample_stop, :] = haplotypes
+        group["call_genotype_mask"][:, sample_start:sample_stop, :] = haplotypes < 0
+        group["call_genotype_phased"][:, sample_start:sample_stop] = np.ones(haplotypes.shape[:2], dtype=bool)
+
+
+def _write_direct(url, group, sample_start, sample_stop, haplotypes) -> bool:
+    """Write the block's chunk files of the three call arrays straight to storage.
+
+    For Zarr-2 arrays in C order with a compressor and no filters a chunk file is
+    just the compressed, fill-padded chunk, which is what zarr itself would write
+    (``pipeline.genotypes_io`` reads them back the same way).  The mask and phase
+    flags are the same chunk over and over, so each distinct one is compressed
+    once.  Returns False (the caller then goes through zarr) for other layouts.
+    """
+    import fsspec
+    from zarr.core.metadata.v2 import ArrayV2Metadata
+
+    arrays = {name: group[name] for name in ("call_genotype", "call_genotype_mask", "call_genotype_phased")}
+    metas = {name: a.metadata for name, a in arrays.items()}
+    if not all(isinstance(m, ArrayV2Metadata) and not m.filters and m.order == "C" and m.compressor is not None
+               for m in metas.values()):
+        return False
+    fs, root = fsspec.core.url_to_fs(str(url).rstrip("/"))
+    n_variants, _, ploidy = arrays["call_genotype"].shape
+    vc, sc, _ = arrays["call_genotype"].chunks
+    encoded_flags: dict = {}
+
+    def put(name, key_parts, chunk):
+        meta = metas[name]
+        key = meta.dimension_separator.join(str(k) for k in key_parts)
+        fs.pipe_file(f"{root}/{name}/{key}", meta.compressor.encode(np.ascontiguousarray(chunk)))
+
+    def put_flag(name, key_parts, chunk):
+        meta = metas[name]
+        sig = (name, chunk.shape, chunk.tobytes() if not (chunk.all() or not chunk.any()) else bool(chunk.any()),
+               chunk.sum())
+        if sig not in encoded_flags:
+            encoded_flags[sig] = meta.compressor.encode(np.ascontiguousarray(chunk))
+        key = meta.dimension_separator.join(str(k) for k in key_parts)
+        fs.pipe_file(f"{root}/{name}/{key}", encoded_flags[sig])
+
+    for j in range(sample_start // sc, -(-sample_stop // sc)):
+        s0, s1 = j * sc, min((j + 1) * sc, sample_stop)
+        for i in range(-(-n_variants // vc)):
+            v0, v1 = i * vc, min((i + 1) * vc, n_variants)
+            calls = np.full((vc, sc, ploidy), metas["call_genotype"].fill_value, dtype=np.int8)
+            calls[: v1 - v0, : s1 - s0] = haplotypes[v0:v1, s0 - sample_start:s1 - sample_start]
+            put("call_genotype", (i, j, 0), calls)
+            mask = np.full((vc, sc, ploidy), bool(metas["call_genotype_mask"].fill_value), dtype=bool)
+            mask[: v1 - v0, : s1 - s0] = calls[: v1 - v0, : s1 - s0] < 0
+            put_flag("call_genotype_mask", (i, j, 0), mask)
+            phased = np.full((vc, sc), bool(metas["call_genotype_phased"].fill_value), dtype=bool)
+            phased[: v1 - v0, : s1 - s0] = True
+            put_flag("call_genotype_phased", (i, j), phased)
+    return True
 
 
 def finalise(url: str) -> None:
