@@ -40,6 +40,11 @@ class SyncExecutor:
     def gather(self, futures: Iterable) -> list:
         return [f.result() if isinstance(f, SyncFuture) else f for f in futures]
 
+    def warm_up(self) -> None:
+        from .stages import warm_up
+
+        warm_up()
+
     def close(self):
         pass
 
@@ -73,6 +78,12 @@ class DaskExecutor:
 
     def gather(self, futures):
         return self.client.gather(list(futures))
+
+    def warm_up(self) -> None:
+        """Load the kernels on every worker now (benchmarks time steady-state work)."""
+        from .stages import warm_up
+
+        self.client.run(warm_up)
 
     def close(self):
         with contextlib.suppress(Exception):

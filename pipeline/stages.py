@@ -212,3 +212,20 @@ def block_groups(world, chunk_blocks: int) -> list:
     return [ids[i:i + chunk_blocks] for i in range(0, len(ids), chunk_blocks)]
 
 
+
+
+def warm_up() -> bool:
+    """Load (or compile) the Numba kernels in this process, so the first real task
+    of a fresh worker does not pay for it.  Returns True once done."""
+    from kernels import genotypes, linalg, omics, vcf_encode  # noqa: F401
+
+    rho = np.zeros(4)
+    genotypes.simulate_haplotypes(np.uint64(1), 2, rho, np.zeros(4))
+    genotypes.to_variant_major(np.zeros((2, 2, 4), dtype=np.int8))
+    linalg.dot(np.ones((2, 2)), np.ones((2, 2)))
+    d = np.zeros((2, 4), dtype=np.int8)
+    out = np.empty((2, 3))
+    omics.molecule_bio(d, np.full(4, 0.5), np.ones(4), np.zeros(3, np.int64), np.ones(3), np.full(3, -1, np.int64), 0.1,
+                       np.ones((2, 2)), np.ones((3, 2)), np.ones((2, 3)), 0.8, out)
+    omics.mix_transcripts(out, out, np.full(3, 0.5), np.ones((2, 1)), np.ones((3, 1)), np.empty((2, 3)))
+    return True
