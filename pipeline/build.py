@@ -239,10 +239,9 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
 
         plain = config.to_plain(cfg)
         write_sealed(output, world, coh, plain, dict(plain.get("oracle", {})), baseline, traits_z, traits_v1)
-        for visit, table in feature_tables.items():
-            # the environment's own measurement of the released pixels (baseline pipeline)
-            name = "imaging_features.parquet" if visit == 1 else "imaging_features_visit2.parquet"
-            output.write_bytes(posixpath.join(output.sealed, name), table_bytes(table))
+        if 1 in feature_tables:
+            # the environment's own measurement of the released baseline pixels (baseline pipeline)
+            output.write_bytes(posixpath.join(output.sealed, "imaging_features.parquet"), table_bytes(feature_tables[1]))
         output.write_json(posixpath.join(output.sealed, MANIFEST),
                           build_manifest(output, output.sealed, extra={"world_id": world.id, "bundle": "sealed"}))
         prog.start("manifest")

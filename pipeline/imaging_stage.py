@@ -60,7 +60,9 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     timer = StageTimer()
     cine, t1map = render_subjects(traits, site_fields)
     timer.lap("mri_render")
-    feats = measure_subjects(cine, t1map)
+    # The baseline phenotype is defined on the baseline scans; follow-up scans are
+    # measured by the validation report from the release when it needs them.
+    feats = measure_subjects(cine, t1map) if folder == VISITS[1] else {}
     timer.lap("baseline_phenotype")
     hashes = {}
     if layout == "npz":
@@ -146,7 +148,7 @@ def run_imaging(executor, w, world, coh, traits_v1: dict, v2cov: dict, output: O
         nbytes += res["bytes"]
         merge(timing, res["timing"])
     timing["mri_raw_bytes"] = (float(nbytes), 0.0)
-    tables = {v: _feature_table(world, parts) for v, parts in feats.items() if parts}
+    tables = {v: _feature_table(world, parts) for v, parts in feats.items() if parts and parts[0][1]}
     baseline = baseline_record(world, coh, tables[1]) if 1 in tables else None
     return baseline, hashes, timing, tables
 

@@ -36,10 +36,27 @@ MEASURABILITY = (("ed_cavity_area_px", "render_lv_edv_ml"), ("area_emptying", "e
                  ("t1_mean_ms", "render_t1_ms"))
 
 
-def _features(world, visit=1) -> pd.DataFrame | None:
-    name = "imaging_features.parquet" if visit == 1 else "imaging_features_visit2.parquet"
-    path = os.path.join(world.sealed, name)
+def _features(world) -> pd.DataFrame | None:
+    """The baseline pipeline's features of the baseline scans (sealed, measured at build time)."""
+    path = os.path.join(world.sealed, "imaging_features.parquet")
     return pd.read_parquet(path) if os.path.exists(path) else None
+
+
+def _visit2_features(world, limit: int = 1500) -> pd.DataFrame | None:
+    """The baseline pipeline's features of (up to ``limit``) released follow-up scans."""
+    from ..imaging.measure import measure_subjects
+
+    files = sorted(glob.glob(os.path.join(world.release, "imaging_visit2", "*.npz")))[:limit]
+    if not files:
+        return None
+    rows = []
+    for s in range(0, len(files), 64):
+        group = files[s:s + 64]
+        loaded = [np.load(f) for f in group]
+        feats = measure_subjects(np.stack([z["cine"] for z in loaded]), np.stack([z["t1map"] for z in loaded]))
+        rows.append(pd.DataFrame({k: v for k, v in feats.items() if k != "qc_ok"},
+                                 index=pd.Index([os.path.basename(f)[:-4] for f in group], name="subject_id")))
+    return pd.concat(rows)
 
 
 def checks(world) -> tuple[list, dict]:
@@ -140,7 +157,7 @@ def checks(world) -> tuple[list, dict]:
     if "T5" in truth["biases"]:
         out += site_checks(world, files)
     # visit 2 from L_late with the world's own archetype
-    f2 = _features(world, 2)
+    f2 = _visit2_features(world)
     if f2 is not None and len(f2) >= 30:
         out += visit2_checks(world, f2, arche)
     plots["montage"] = {"draw": lambda: montage(world, feats, L)}
