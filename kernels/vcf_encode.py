@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .deflate import (_DIST_CODE, _LENGTH_CODE, WINDOW, _flush, _huffman_lengths,  # noqa: F401
+                      write_dynamic_block)
 from .numba_util import njit
 
 _TAB = 9
@@ -101,143 +103,10 @@ def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes):
 # samples' full 4-byte text.
 # t = tokens, l = local samples (those whole inside the block)
 
-WINDOW = 32768
 MAX_MATCH_SAMPLES = 64  # 256 bytes; deflate's longest match is 258
 KEY_SAMPLES = 6  # samples behind one hash key: 4**6 exact keys, no collisions
 CHAIN_DEPTH = 4
 OTHER = 4  # symbol of a sample that is not "\t[01]|[01]"
-
-_LENGTH_BASE = np.array([3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83,
-                         99, 115, 131, 163, 195, 227, 258], dtype=np.int64)
-_LENGTH_EXTRA = np.array([0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0],
-                         dtype=np.int64)
-_DIST_BASE = np.array([1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025,
-                       1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577], dtype=np.int64)
-_DIST_EXTRA = np.array([0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12,
-                        12, 13, 13], dtype=np.int64)
-_CODE_LENGTH_ORDER = np.array([16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15], dtype=np.int64)
-
-
-def _code_table(base, limit):
-    # uint8 keeps the 32 K-entry distance table inside the L2 cache.
-    table = np.zeros(limit + 1, dtype=np.uint8)
-    for value in range(int(base[0]), limit + 1):
-        table[value] = np.searchsorted(base, value, side="right") - 1
-    return table
-
-
-_LENGTH_CODE = _code_table(_LENGTH_BASE, 258)
-_DIST_CODE = _code_table(_DIST_BASE, WINDOW)
-
-
-@njit
-def _huffman_lengths(freq, limit, lengths):
-    """Code lengths (≤ limit) of a Huffman code for ``freq``; ties break by symbol.
-
-    When the optimal code is too deep, frequencies are halved (keeping used
-    symbols used) until it fits.
-    """
-    n = freq.shape[0]
-    f = freq.astype(np.int64)
-    while True:
-        lengths[:] = 0
-        used = np.flatnonzero(f > 0)
-        m = used.shape[0]
-        if m == 0:
-            return
-        if m == 1:
-            lengths[used[0]] = 1
-            return
-        leaves = used[np.argsort(f[used] * n + used)]
-        weight = np.empty(2 * m - 1, dtype=np.int64)
-        parent = np.empty(2 * m - 1, dtype=np.int64)
-        for i in range(m):
-            weight[i] = f[leaves[i]]
-        next_leaf, next_inner, n_nodes = 0, m, m
-        for _ in range(m - 1):
-            # The two lightest of the unused leaves and the unused inner nodes.
-            for k in range(2):
-                if next_leaf < m and (next_inner >= n_nodes or weight[next_leaf] <= weight[next_inner]):
-                    lightest = next_leaf
-                    next_leaf += 1
-                else:
-                    lightest = next_inner
-                    next_inner += 1
-                parent[lightest] = n_nodes
-                if k == 0:
-                    weight[n_nodes] = weight[lightest]
-                else:
-                    weight[n_nodes] += weight[lightest]
-            n_nodes += 1
-        depth = np.zeros(n_nodes, dtype=np.int64)
-        deepest = 0
-        # Parents are created after their children: walk from the root down.
-        for node in range(n_nodes - 2, -1, -1):
-            depth[node] = depth[parent[node]] + 1
-            if node < m and depth[node] > deepest:
-                deepest = depth[node]
-        if deepest <= limit:
-            for i in range(m):
-                lengths[leaves[i]] = depth[i]
-            return
-        for s in range(n):
-            if f[s] > 0:
-                f[s] = (f[s] + 1) // 2
-
-
-@njit
-def _canonical_codes(lengths, codes):
-    """Canonical Huffman codes (RFC 1951 §3.2.2), bit-reversed for LSB-first output."""
-    count = np.zeros(16, dtype=np.int64)
-    for s in range(lengths.shape[0]):
-        count[lengths[s]] += 1
-    count[0] = 0
-    next_code = np.zeros(16, dtype=np.int64)
-    code = 0
-    for bits in range(1, 16):
-        code = (code + count[bits - 1]) << 1
-        next_code[bits] = code
-    for s in range(lengths.shape[0]):
-        n_bits = lengths[s]
-        if n_bits:
-            c = next_code[n_bits]
-            next_code[n_bits] += 1
-            reversed_code = 0
-            for _ in range(n_bits):
-                reversed_code = (reversed_code << 1) | (c & 1)
-                c >>= 1
-            codes[s] = reversed_code
-
-
-@njit(inline="always")
-def _put(out, at, acc, n_acc, value, n_bits):
-    """Append ``n_bits`` (≤ 32) bits of ``value`` LSB-first; whole bytes go to ``out``
-    four at a time (writes past the end of ``out`` are counted, not made)."""
-    acc |= np.uint64(value) << np.uint64(n_acc)
-    n_acc += n_bits
-    if n_acc >= 32:
-        if at + 4 <= out.shape[0]:
-            out[at] = np.uint8(acc & np.uint64(0xFF))
-            out[at + 1] = np.uint8((acc >> np.uint64(8)) & np.uint64(0xFF))
-            out[at + 2] = np.uint8((acc >> np.uint64(16)) & np.uint64(0xFF))
-            out[at + 3] = np.uint8((acc >> np.uint64(24)) & np.uint64(0xFF))
-        at += 4
-        acc >>= np.uint64(32)
-        n_acc -= 32
-    return at, acc, n_acc
-
-
-@njit
-def _flush(out, at, acc, n_acc):
-    """Write the remaining bits, padded to a whole byte."""
-    while n_acc > 0:
-        if at < out.shape[0]:
-            out[at] = np.uint8(acc & np.uint64(0xFF))
-        at += 1
-        acc >>= np.uint64(8)
-        n_acc -= 8
-    return at
-
 
 _DEBRUIJN64 = np.uint64(0x03F79D71B4CB0A89)
 _DEBRUIJN_INDEX = np.zeros(64, dtype=np.int64)
@@ -365,103 +234,8 @@ def _deflate_block(text, block_start, block_end, samples_begin, record_ends, n_s
             freq_ll[text[p]] += 1
             p += 1
 
-    freq_ll[256] = 1
-    # Two used codes per tree keep every decoder's completeness checks happy.
-    for s in range(2):
-        if np.count_nonzero(freq_d) < 2 and freq_d[s] == 0:
-            freq_d[s] = 1
-    if np.count_nonzero(freq_ll) < 2:
-        freq_ll[0] += 1
-    len_ll = np.zeros(286, dtype=np.int64)
-    len_d = np.zeros(30, dtype=np.int64)
-    _huffman_lengths(freq_ll, 15, len_ll)
-    _huffman_lengths(freq_d, 15, len_d)
-    code_ll = np.zeros(286, dtype=np.int64)
-    code_d = np.zeros(30, dtype=np.int64)
-    _canonical_codes(len_ll, code_ll)
-    _canonical_codes(len_d, code_d)
-
-    n_ll = 286
-    while n_ll > 257 and len_ll[n_ll - 1] == 0:
-        n_ll -= 1
-    n_d = 30
-    while n_d > 1 and len_d[n_d - 1] == 0:
-        n_d -= 1
-    lengths = np.concatenate((len_ll[:n_ll], len_d[:n_d]))
-    # Run-length coding of the code lengths with symbols 16, 17 and 18.
-    rle_sym = np.empty(lengths.shape[0], dtype=np.int64)
-    rle_extra = np.empty(lengths.shape[0], dtype=np.int64)
-    n_rle = 0
-    freq_cl = np.zeros(19, dtype=np.int64)
-    k = 0
-    while k < lengths.shape[0]:
-        value = lengths[k]
-        repeat = 1
-        while k + repeat < lengths.shape[0] and lengths[k + repeat] == value:
-            repeat += 1
-        if value == 0 and repeat >= 3:
-            use = min(repeat, 138)
-            rle_sym[n_rle] = 17 if use <= 10 else 18
-            rle_extra[n_rle] = use - 3 if use <= 10 else use - 11
-            n_rle += 1
-        elif value != 0 and repeat >= 4:
-            rle_sym[n_rle] = value
-            rle_extra[n_rle] = 0
-            n_rle += 1
-            use = 1 + min(repeat - 1, 6)
-            rle_sym[n_rle] = 16
-            rle_extra[n_rle] = use - 1 - 3
-            n_rle += 1
-        else:
-            use = 1
-            rle_sym[n_rle] = value
-            rle_extra[n_rle] = 0
-            n_rle += 1
-        k += use
-    for k in range(n_rle):
-        freq_cl[rle_sym[k]] += 1
-    len_cl = np.zeros(19, dtype=np.int64)
-    code_cl = np.zeros(19, dtype=np.int64)
-    _huffman_lengths(freq_cl, 7, len_cl)
-    _canonical_codes(len_cl, code_cl)
-    n_cl = 19
-    while n_cl > 4 and len_cl[_CODE_LENGTH_ORDER[n_cl - 1]] == 0:
-        n_cl -= 1
-
-    at, acc, n_acc = 0, np.uint64(0), 0
-    at, acc, n_acc = _put(out, at, acc, n_acc, 1, 1)  # BFINAL
-    at, acc, n_acc = _put(out, at, acc, n_acc, 2, 2)  # BTYPE: dynamic Huffman
-    at, acc, n_acc = _put(out, at, acc, n_acc, n_ll - 257, 5)
-    at, acc, n_acc = _put(out, at, acc, n_acc, n_d - 1, 5)
-    at, acc, n_acc = _put(out, at, acc, n_acc, n_cl - 4, 4)
-    for k in range(n_cl):
-        at, acc, n_acc = _put(out, at, acc, n_acc, len_cl[_CODE_LENGTH_ORDER[k]], 3)
-    for k in range(n_rle):
-        s = rle_sym[k]
-        at, acc, n_acc = _put(out, at, acc, n_acc, code_cl[s], len_cl[s])
-        if s == 16:
-            at, acc, n_acc = _put(out, at, acc, n_acc, rle_extra[k], 2)
-        elif s == 17:
-            at, acc, n_acc = _put(out, at, acc, n_acc, rle_extra[k], 3)
-        elif s == 18:
-            at, acc, n_acc = _put(out, at, acc, n_acc, rle_extra[k], 7)
-    for t in range(n_tokens):
-        length = token_length[t]
-        if length == 0:
-            s = token_value[t]
-            at, acc, n_acc = _put(out, at, acc, n_acc, code_ll[s], len_ll[s])
-        else:
-            lc = np.int64(_LENGTH_CODE[length])
-            n_extra = _LENGTH_EXTRA[lc]
-            at, acc, n_acc = _put(out, at, acc, n_acc,
-                                  code_ll[257 + lc] | ((length - _LENGTH_BASE[lc]) << len_ll[257 + lc]),
-                                  len_ll[257 + lc] + n_extra)
-            distance = token_value[t]
-            dc = np.int64(_DIST_CODE[distance])
-            at, acc, n_acc = _put(out, at, acc, n_acc,
-                                  code_d[dc] | ((distance - _DIST_BASE[dc]) << len_d[dc]),
-                                  len_d[dc] + _DIST_EXTRA[dc])
-    at, acc, n_acc = _put(out, at, acc, n_acc, code_ll[256], len_ll[256])
+    at, acc, n_acc = write_dynamic_block(token_length, token_value, n_tokens, freq_ll, freq_d, True,
+                                         out, 0, np.uint64(0), 0)
     at = _flush(out, at, acc, n_acc)
     if at > out.shape[0]:
         return -1

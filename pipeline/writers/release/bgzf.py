@@ -19,14 +19,16 @@ import struct
 import zlib
 
 import numpy as np
-from isal import isal_zlib
+from isal import isal_zlib  # CRC-32 only: a checksum is the same in every process
 
 # bgzip's choice: leaves room for incompressible data to be stored verbatim and
 # still fit the 16-bit block size.
 BLOCK_DATA_SIZE = 0xFF00
 MAX_BLOCK_SIZE = 1 << 16
-# ISA-L level 1 and 2 give the same output size here; 1 is the faster.
-COMPRESS_LEVEL = 1
+# zlib at bgzip's default level for blocks not compressed by a caller-supplied
+# stream (headers, indexes, the "zlib" VCF mode).  Not ISA-L: its output for the
+# same input differed between processes, and a release must be byte-identical.
+COMPRESS_LEVEL = 6
 
 _HEADER = struct.Struct("<4BI2BH2BHH")
 _TRAILER = struct.Struct("<II")
@@ -35,7 +37,8 @@ EOF_BLOCK = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000
 
 
 def _deflate_raw(data: memoryview) -> bytes:
-    return isal_zlib.compress(data, COMPRESS_LEVEL, -15)
+    packer = zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15)
+    return packer.compress(data) + packer.flush()
 
 
 def _stored_raw(data: memoryview) -> bytes:

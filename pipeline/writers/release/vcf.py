@@ -20,8 +20,8 @@ from . import bgzf, tabix
 
 DEFAULT_CHUNK_SIZE = 256
 # "samples": the sample-aware Numba deflate (about bgzip's size at a fraction
-# of its time); "isal": ISA-L level 1 (faster still, about 1.6 times larger).
-COMPRESSIONS = ("samples", "isal")
+# of its time); "zlib": zlib level 6 block by block (slower, for comparison).
+COMPRESSIONS = ("samples", "zlib")
 FILE_FORMAT = "VCFv4.3"
 GT_DESCRIPTION = "Phased genotype"
 _FIXED_COLUMNS = ("CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO", "FORMAT")
