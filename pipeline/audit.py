@@ -78,6 +78,7 @@ import argparse
 import base64
 import gzip
 import json
+import math
 import os
 import re
 import struct
@@ -1225,12 +1226,22 @@ def check_targetability(rel: Release, secrets: Secrets) -> Finding:
             pv = _mann_whitney_p(a.dropna().to_numpy(float), b.dropna().to_numpy(float))
             notes.append(f"{col} U-test p = {pv:.2g}")
         else:
-            cats = b.astype(str).value_counts(normalize=True)
-            obs = a.astype(str).value_counts().reindex(cats.index.union(a.astype(str).unique()), fill_value=0)
-            freq = cats.reindex(obs.index, fill_value=0.0).to_numpy()
-            if (obs.to_numpy()[freq == 0] > 0).any():
-                problems.append(f"{col}: a value occurs only among role proteins")
-                continue
+            values = df[col].astype(str)
+            # Null: role rows are a random subset of all rows, so the expected
+            # category frequencies are the pooled ones.
+            pooled = values.value_counts(normalize=True)
+            obs = a.astype(str).value_counts().reindex(pooled.index, fill_value=0)
+            freq = pooled.to_numpy()
+            only_roles = obs.index[(obs.to_numpy() > 0) & ~obs.index.isin(b.astype(str).unique())]
+            if len(only_roles):
+                # A rare value can land only on role rows by chance: the probability that
+                # all c of its rows are among the k role rows is C(k, c) / C(n, c).
+                c = int(obs[only_roles].sum())
+                p_only = math.comb(len(a), c) / math.comb(len(df), c)
+                notes.append(f"{col} values only on role rows {list(only_roles)}: p = {p_only:.2g}")
+                if p_only < alpha:
+                    problems.append(f"{col}: values {list(only_roles)} occur only among role proteins (p = {p_only:.2g})")
+                    continue
             k = len(a)
             exp = freq * k
             stat = float(((obs.to_numpy() - exp) ** 2 / np.where(exp > 0, exp, 1)).sum())

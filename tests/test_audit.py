@@ -315,6 +315,26 @@ def test_targetability_outliers_fail(tiny_world_noimaging, tmp_path):
     assert not f["passed"] and "genetic_constraint" in " ".join(f["problems"])
 
 
+def test_targetability_category_only_roles_carry(tiny_world_noimaging, tmp_path):
+    """A label every role protein carries and no other does is a leak; one rare value that
+    happens to fall on a role row (p = k / n) is not."""
+    world = _copy(tiny_world_noimaging, tmp_path)
+    truth = _truth(world)
+    roles = [d["protein"] for d in truth["drivers"]] + [d["protein"] for d in truth["decoys"]]
+    path = os.path.join(world, "release", "targetability.parquet")
+    original = pd.read_parquet(path)
+    df = original.copy()
+    df.loc[roles[0], "paralog_redundancy"] = 17
+    _rewrite_parquet(path, df)
+    f = _finding(A.audit(world, only=["targetability_rows"]), "targetability_rows")
+    assert f["passed"] and "values only on role rows ['17']" in f["detail"]
+    df = original.copy()
+    df.loc[roles, "paralog_redundancy"] = 17
+    _rewrite_parquet(path, df)
+    f = _finding(A.audit(world, only=["targetability_rows"]), "targetability_rows")
+    assert not f["passed"] and "paralog_redundancy: values ['17'] occur only among role proteins" in " ".join(f["problems"])
+
+
 def test_unstandardised_role_column_fails(tmp_path_factory, tmp_path):
     """A role column on another scale than its table's other columns stands out."""
     world = _copy(build_world(tmp_path_factory.mktemp("null"), world="null-01", extra=("release=noimaging",)), tmp_path)
