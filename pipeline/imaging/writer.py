@@ -44,21 +44,22 @@ def _npy_header(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _deflate_member(array: np.ndarray, block_size: int) -> tuple[bytes, int, int]:
+def _deflate_member(array: np.ndarray, block_size: int) -> tuple[np.ndarray, int, int]:
     """(raw deflate of header + data, CRC-32, uncompressed size) of one .npy member."""
-    from kernels.deflate import deflate_runs
+    from kernels.deflate import deflate_member
 
     array = np.ascontiguousarray(array)
-    header = _npy_header(array)
-    member = np.empty(len(header) + array.nbytes, dtype=np.uint8)
-    member[:len(header)] = np.frombuffer(header, dtype=np.uint8)
-    member[len(header):] = array.reshape(-1).view(np.uint8)
-    payload = deflate_runs(member, block_size).tobytes()
-    return payload, isal_zlib.crc32(member) & 0xFFFFFFFF, member.nbytes
+    header = np.frombuffer(_npy_header(array), dtype=np.uint8)
+    data = array.reshape(-1).view(np.uint8)
+    # Runs only pay where whole regions repeat (the NaN background of a float map);
+    # 8-bit noisy pixels are coded as literals.
+    payload = deflate_member(header, data, block_size, array.dtype.itemsize > 1)
+    crc = isal_zlib.crc32(data, isal_zlib.crc32(header))
+    return payload, crc & 0xFFFFFFFF, header.size + data.size
 
 
-def npz_bytes(arrays: dict, block_size: int = NPZ_BLOCK_SIZE) -> bytes:
-    """The bytes of an .npz holding ``arrays`` ({name: ndarray}, written in the given order)."""
+def npz_parts(arrays: dict, block_size: int = NPZ_BLOCK_SIZE) -> list:
+    """The buffers that make up an .npz holding ``arrays`` ({name: ndarray}, in order)."""
     parts = []
     central = []
     offset = 0
@@ -77,7 +78,12 @@ def npz_bytes(arrays: dict, block_size: int = NPZ_BLOCK_SIZE) -> bytes:
     directory = b"".join(central)
     parts += [directory, struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(central), len(central), len(directory),
                                      offset, 0)]
-    return b"".join(parts)
+    return parts
+
+
+def npz_bytes(arrays: dict, block_size: int = NPZ_BLOCK_SIZE) -> bytes:
+    """The bytes of an .npz holding ``arrays`` ({name: ndarray}, written in the given order)."""
+    return b"".join(npz_parts(arrays, block_size))
 
 
 def write_npz(path_or_fileobj, cine: np.ndarray, t1map: np.ndarray, block_size: int = NPZ_BLOCK_SIZE) -> int:
@@ -86,13 +92,13 @@ def write_npz(path_or_fileobj, cine: np.ndarray, t1map: np.ndarray, block_size: 
     ``path_or_fileobj`` is a filesystem path or a binary file object (e.g. from
     ``fsspec.open(url, "wb")``).
     """
-    data = npz_bytes({"cine": cine, "t1map": t1map}, block_size)
+    parts = npz_parts({"cine": cine, "t1map": t1map}, block_size)
     if hasattr(path_or_fileobj, "write"):
-        path_or_fileobj.write(data)
+        path_or_fileobj.writelines(parts)
     else:
         with open(path_or_fileobj, "wb") as handle:
-            handle.write(data)
-    return len(data)
+            handle.writelines(parts)
+    return sum(memoryview(part).nbytes for part in parts)
 
 
 # ----------------------------------------------------------------------------- Zarr
