@@ -49,15 +49,33 @@ class SyncExecutor:
         pass
 
 
+def _numba_threads(n: int, fn: Callable, *args, **kwargs):
+    """Run ``fn`` with this thread's Numba kernels limited to ``n`` threads.
+
+    The width is set in the task's own thread, at run time: a worker's
+    NUMBA_NUM_THREADS cannot be set through the nanny's ``env`` (applied after the
+    worker process has imported Numba, so Numba keeps the default, and its first
+    compilation after the thread pool started then fails with "Cannot set
+    NUMBA_NUM_THREADS to a different value").  ``numba.set_num_threads`` is
+    per-thread and may only lower the pool's width.
+    """
+    import numba
+
+    numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+    return fn(*args, **kwargs)
+
+
 class DaskExecutor:
     """Futures on a ``distributed.Client``.  Task keys are deterministic names so
-    that the dashboard and logs show which world and stage a task belongs to."""
+    that the dashboard and logs show which world and stage a task belongs to.
+    ``numba_threads`` (local clusters) caps each task's Numba thread count."""
 
     kind = "dask"
 
-    def __init__(self, client, owns_cluster=None):
+    def __init__(self, client, owns_cluster=None, numba_threads: int | None = None):
         self.client = client
         self._cluster = owns_cluster
+        self._numba_threads = numba_threads
 
     @property
     def n_workers(self) -> int:
@@ -68,6 +86,8 @@ class DaskExecutor:
             import uuid
 
             key = f"{key}-{uuid.uuid4().hex[:8]}"
+        if self._numba_threads:
+            return self.client.submit(_numba_threads, self._numba_threads, fn, *args, key=key, pure=False, **kwargs)
         return self.client.submit(fn, *args, key=key, pure=False, **kwargs)
 
     def scatter(self, obj):
@@ -114,8 +134,6 @@ def make_executor(cluster_cfg, processes: bool = True) -> Any:
         client = Client(cluster_cfg.address, timeout="30s")
         return DaskExecutor(client)
     n_workers = cluster_cfg.n_workers or max(1, os.cpu_count() or 1)
-    # Numba kernels parallelise inside a task; one thread per worker process keeps
-    # the machine from being oversubscribed.
     cluster = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=int(cluster_cfg.threads_per_worker),
@@ -123,13 +141,13 @@ def make_executor(cluster_cfg, processes: bool = True) -> Any:
         memory_limit=cluster_cfg.memory_limit,
         dashboard_address=None,
         silence_logs=40,
-        # Parallelism comes from the workers: each kernel runs on its worker's own
-        # threads, so N workers use N cores and adding workers scales the build.
-        **({} if not processes else {"env": {"NUMBA_NUM_THREADS": str(int(cluster_cfg.threads_per_worker)),
-             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}),
+        # Parallelism comes from the workers: each task's Numba kernels run on
+        # threads_per_worker threads (set per task, see _numba_threads), so N
+        # workers use N cores and adding workers scales the build.
+        **({} if not processes else {"env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}),
     )
     client = Client(cluster)
-    return DaskExecutor(client, owns_cluster=cluster)
+    return DaskExecutor(client, owns_cluster=cluster, numba_threads=int(cluster_cfg.threads_per_worker))
 
 
 def chunks(seq: list, size: int) -> list:
