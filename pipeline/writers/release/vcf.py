@@ -140,7 +140,7 @@ def encode_chunk(task: ChunkTask) -> EncodedChunk:
         samples_begin = record_starts + np.diff(task.prefix_offsets)
         streams, sizes = deflate_vcf_chunk(text, samples_begin, record_ends, task.n_samples, bgzf.BLOCK_DATA_SIZE)
         stream_ends = np.cumsum(np.maximum(sizes, 0)).tolist()
-        # A block whose stream would not fit (size -1) is left to ISA-L.
+        # A block whose stream would not fit (size -1) is left to zlib.
         payloads = [bytes(streams[end - size:end]) if size > 0 else None for size, end in zip(sizes.tolist(), stream_ends)]
     compressed, block_starts = bgzf.compress_chunk(text, payloads)
     return EncodedChunk(compressed, block_starts, record_ends, int(text.nbytes))
