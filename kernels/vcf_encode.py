@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .deflate import (_DIST_CODE, _LENGTH_CODE, WINDOW, _flush, _huffman_lengths,  # noqa: F401
-                      write_dynamic_block)
+from .deflate import _DIST_CODE, _LENGTH_CODE, WINDOW, _flush, write_dynamic_block
 from .numba_util import njit
 
 _TAB = 9

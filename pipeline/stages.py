@@ -12,14 +12,13 @@ from __future__ import annotations
 import hashlib
 import io
 import posixpath
-from .timing import StageTimer
-from kernels.genotypes import to_variant_major
 
 import numpy as np
 
 from .modalities import molecules
 from .modalities.population import population_block
 from .outputs import Output
+from .timing import StageTimer
 
 OMICS_TABLES = ("proteomics", "transcriptomics", "metabolomics", "proteomics_visit2")
 
@@ -75,6 +74,8 @@ def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> lis
         hap = molecules.haplotypes(world, b)  # [n, 2, v]
         timer.lap("genotypes")
         if geno_url is not None:
+            from kernels.genotypes import to_variant_major
+
             from .writers.release import genozarr
 
             lo, _ = world.block_range(b)
@@ -212,8 +213,6 @@ def block_groups(world, chunk_blocks: int) -> list:
     return [ids[i:i + chunk_blocks] for i in range(0, len(ids), chunk_blocks)]
 
 
-
-
 def warm_up() -> bool:
     """Load (or compile) the Numba kernels in this process, so the first real task
     of a fresh worker does not pay for it.  Returns True once done."""
@@ -228,4 +227,8 @@ def warm_up() -> bool:
     omics.molecule_bio(d, np.full(4, 0.5), np.ones(4), np.zeros(3, np.int64), np.ones(3), np.full(3, -1, np.int64), 0.1,
                        np.ones((2, 2)), np.ones((3, 2)), np.ones((2, 3)), 0.8, out)
     omics.mix_transcripts(out, out, np.full(3, 0.5), np.ones((2, 1)), np.ones((3, 1)), np.empty((2, 3)))
+    from .imaging.writer import npz_bytes
+
+    # both member kinds of an image file (8-bit cine, float32 T1 map)
+    npz_bytes({"cine": np.zeros((1, 2, 4, 4), np.uint8), "t1map": np.zeros((1, 4, 4), np.float32)})
     return True

@@ -36,14 +36,9 @@ _HEADER_TRAILER_SIZE = _HEADER.size + _TRAILER.size
 EOF_BLOCK = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 
 
-def _deflate_raw(data: memoryview) -> bytes:
-    packer = zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15)
-    return packer.compress(data) + packer.flush()
-
-
-def _stored_raw(data: memoryview) -> bytes:
-    # zlib level 0 writes stored deflate blocks: fixed output for fixed input.
-    packer = zlib.compressobj(0, zlib.DEFLATED, -15)
+def _deflate_raw(data: memoryview, level: int = COMPRESS_LEVEL) -> bytes:
+    # Level 0 writes stored deflate blocks (what an incompressible block falls back to).
+    packer = zlib.compressobj(level, zlib.DEFLATED, -15)
     return packer.compress(data) + packer.flush()
 
 
@@ -63,7 +58,7 @@ def compress_block(data, payload: bytes | None = None) -> bytes:
     view = memoryview(data).cast("B")
     if len(view) > BLOCK_DATA_SIZE:
         raise ValueError(f"BGZF block data is {len(view)} bytes; at most {BLOCK_DATA_SIZE} fit one block")
-    for make in ((lambda: payload) if payload is not None else None, lambda: _deflate_raw(view), lambda: _stored_raw(view)):
+    for make in ((lambda: payload) if payload is not None else None, lambda: _deflate_raw(view), lambda: _deflate_raw(view, 0)):
         if make is None:
             continue
         candidate = make()
