@@ -24,11 +24,18 @@ from pipeline.panel import panel_worlds, run
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _test_seed(world: str) -> str:
+    # Fixed 128-bit test seeds (not the benchmark's sealed ones): the run is then
+    # reproducible, so a chance finding of the statistical leak audit (each check
+    # has a false-alarm rate, and the panel runs hundreds) cannot make CI flaky.
+    return hex(int(hashlib.sha256(f"test-panel/{world}".encode()).hexdigest()[:32], 16) | 1 << 127)
+
+
 @pytest.fixture(scope="module")
 def seed_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("sealed_seeds") / "seeds.yaml"
     worlds = [w for w in panel_worlds("paper-v1") if w.startswith("heldout")]
-    path.write_text(yaml.safe_dump({w: hex(secrets.randbits(128) | 1 << 127) for w in worlds}))
+    path.write_text(yaml.safe_dump({w: _test_seed(w) for w in worlds}))
     return str(path)
 
 
