@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from .deflate import _DIST_CODE, _LENGTH_CODE, WINDOW, _flush, write_dynamic_block
+from numba.cpython.unsafe.numbers import trailing_zeros
+
 from .numba_util import njit
 
 _TAB = 9
@@ -24,6 +26,9 @@ _NEWLINE = 10
 _PIPE = 124
 _DOT = 46
 _ZERO = 48
+# "\tA|B" with A, B in {0, 1} as a little-endian word, with the alleles' low bits masked.
+_CALL_MASK = np.uint32(0xFEFFFEFF)
+_CALL_BITS = np.uint32(0x307C3009)
 
 
 @njit
@@ -45,7 +50,7 @@ def vcf_record_ends(prefix_offsets, n_samples, ploidy):
 
 
 @njit
-def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes):
+def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes, buffer=None):
     """Tab-separated VCF record lines with phased GT calls.
 
     prefix_bytes : uint8[b], the fixed columns of every record concatenated,
@@ -53,6 +58,10 @@ def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes):
     prefix_offsets : int64[v + 1], record i's prefix is
         ``prefix_bytes[prefix_offsets[i]:prefix_offsets[i + 1]]``.
     haplotypes : int8[v, s, p], allele indices 0–9, or -1 for a missing allele.
+    buffer : optional uint8 array to write the text into when it is large
+        enough (reusing one spares the page faults of fresh memory, which on
+        a virtual machine cost more than the formatting); the returned text is
+        then a view of it.
     Returns (text uint8[n], record_ends int64[v]) where record i occupies
     ``text[record_ends[i - 1]:record_ends[i]]`` including its newline.
     Raises ValueError on an allele index outside -1..9 (it would need more
@@ -65,12 +74,34 @@ def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes):
         raise ValueError("prefix_offsets must have one more entry than haplotypes has variants")
     ends = vcf_record_ends(prefix_offsets, n_samples, ploidy)
     n_bytes = ends[n_variants - 1] if n_variants > 0 else 0
-    text = np.empty(n_bytes, dtype=np.uint8)
+    if buffer is None or buffer.shape[0] < n_bytes:
+        text = np.empty(n_bytes, dtype=np.uint8)
+    else:
+        text = buffer[:n_bytes]
+    # Diploid calls of alleles 0 and 1 (nearly all of them) are formatted as
+    # whole words, "\tA|B" = 0x307C3009 + (A << 8) + (B << 24) little-endian,
+    # into an aligned row and copied into place; any other record goes call by call.
+    fast = ploidy == 2 and n_samples > 0
+    row = np.empty(n_samples if fast else 0, dtype=np.uint32)
+    row_bytes = row.view(np.uint8)
     at = 0
     for i in range(n_variants):
         for k in range(prefix_offsets[i], prefix_offsets[i + 1]):
             text[at] = prefix_bytes[k]
             at += 1
+        if fast:
+            unusual = np.uint32(0)
+            for j in range(n_samples):
+                a = np.uint32(np.uint8(haplotypes[i, j, 0]))
+                b = np.uint32(np.uint8(haplotypes[i, j, 1]))
+                unusual |= (a | b) & np.uint32(0xFE)
+                row[j] = _CALL_BITS | (a << np.uint32(8)) | (b << np.uint32(24))
+            if unusual == 0:
+                text[at:at + 4 * n_samples] = row_bytes
+                at += 4 * n_samples
+                text[at] = _NEWLINE
+                at += 1
+                continue
         for j in range(n_samples):
             text[at] = _TAB
             at += 1
@@ -104,74 +135,156 @@ def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes):
 
 MAX_MATCH_SAMPLES = 64  # 256 bytes; deflate's longest match is 258
 KEY_SAMPLES = 6  # samples behind one hash key: 4**6 exact keys, no collisions
-CHAIN_DEPTH = 4
 OTHER = 4  # symbol of a sample that is not "\t[01]|[01]"
 
-_DEBRUIJN64 = np.uint64(0x03F79D71B4CB0A89)
-_DEBRUIJN_INDEX = np.zeros(64, dtype=np.int64)
-for _bit in range(64):
-    _DEBRUIJN_INDEX[(((1 << _bit) * 0x03F79D71B4CB0A89) & 0xFFFFFFFFFFFFFFFF) >> 58] = _bit
 
 
 @njit(inline="always")
 def _trailing_zeros(x):
-    """Index of the lowest set bit of a nonzero uint64."""
-    lowest = x & (~x + np.uint64(1))
-    return _DEBRUIJN_INDEX[(lowest * _DEBRUIJN64) >> np.uint64(58)]
+    """Index of the lowest set bit of a nonzero uint64 (LLVM's cttz: one instruction)."""
+    return np.int64(trailing_zeros(x))
 
 
 @njit(inline="always")
-def _common_samples(packed, i, c, limit):
-    """How many samples from i and from c agree, up to ``limit`` (≤ 64)."""
-    k = 0
-    while k < limit:
-        x = packed[i + k] ^ packed[c + k]
-        if x == 0:
-            k += 32
-        else:
-            k += _trailing_zeros(x) >> 1
-            break
-    return min(k, limit)
+def _symbols_at(pk, i):
+    """The 32 symbols from local sample i, 2 bits each, first in the low bits."""
+    shift = np.uint64(2 * (i & 31))
+    w = i >> 5
+    # Shifting by 1 and then by 63 - shift is 0 when shift is 0 (a shift by 64 is undefined).
+    return (pk[w] >> shift) | ((pk[w + 1] << np.uint64(1)) << (np.uint64(63) - shift))
+
+
+@njit(inline="always")
+def _clean_ahead(stops, i):
+    """How many samples from local slot i come before the next stop, capped at 64."""
+    shift = np.uint64(i & 31)
+    w = i >> 5
+    x = ((np.uint64(stops[w]) | (np.uint64(stops[w + 1]) << np.uint64(32))) >> shift) \
+        | ((np.uint64(stops[w + 2]) << np.uint64(1)) << (np.uint64(63) - shift))
+    if x == 0:
+        return 64
+    return _trailing_zeros(x)
+
+
+@njit(inline="always")
+def _common_samples(pk, i, c, first, limit):
+    """How many samples from i and from c agree, up to ``limit`` (≤ 64);
+    ``first`` is ``_symbols_at(pk, i)``."""
+    x = first ^ _symbols_at(pk, c)
+    if x != 0:
+        return min(_trailing_zeros(x) >> 1, limit)
+    if limit <= 32:
+        return limit
+    x = _symbols_at(pk, i + 32) ^ _symbols_at(pk, c + 32)
+    if x != 0:
+        return min(32 + (_trailing_zeros(x) >> 1), limit)
+    return limit
+
+
+# Inside a long match only the last samples are entered in the hash table: in a
+# run of one genotype they all share a key, and the latest entry wins anyway.
+INSERT_TAIL = 16
 
 
 @njit
-def _deflate_block(text, block_start, block_end, samples_begin, record_ends, n_samples,
-                   pos, sym, run, packed, head, chain, token_length, token_value, out):
-    """One block's raw deflate stream into ``out``; its length, or -1 if it does not fit."""
-    # Samples lying whole inside the block, in text order, with their symbol,
-    # the count of clean samples from each to the end of its record's run, and
-    # the symbols of the next 32 samples packed 2 bits each (0 past the run).
+def _word_views(text):
+    """``text`` as four uint32 arrays, the k-th starting at byte k, so that the
+    4 bytes at any offset p are element ``p >> 2`` of view ``p & 3``."""
+    n = text.shape[0]
+    return (text[0: (n // 4) * 4].view(np.uint32), text[1: 1 + (max(n - 1, 0) // 4) * 4].view(np.uint32),
+            text[2: 2 + (max(n - 2, 0) // 4) * 4].view(np.uint32), text[3: 3 + (max(n - 3, 0) // 4) * 4].view(np.uint32))
+
+
+@njit(inline="always")
+def _group(words, q, count, pk, stops, i):
+    """Slots i..i+31 (i a multiple of 32) from the first ``count`` (≤ 32) words
+    at ``words[q]``; the remaining slots are stops."""
+    bits = np.uint64(0)
+    stop = np.uint32(0)
+    for k in range(32):
+        word = words[q + min(k, count - 1)] if count > 0 else np.uint32(0)
+        clean = ((word & _CALL_MASK) == _CALL_BITS) and k < count
+        s = ((word >> np.uint32(7)) & np.uint32(2)) | ((word >> np.uint32(24)) & np.uint32(1))
+        bits |= np.uint64(s if clean else 0) << np.uint64(2 * k)
+        stop |= np.uint32(0 if clean else 1) << np.uint32(k)
+    pk[i >> 5] = bits
+    stops[i >> 5] = stop
+
+
+@njit(inline="always")
+def _allele_char(allele):
+    if allele >= 0 and allele <= 9:
+        return _ZERO + allele
+    if allele == -1:
+        return _DOT
+    raise ValueError("allele index outside -1..9 cannot be written as one VCF character")
+
+
+@njit(inline="always")
+def _write_calls(text, words, calls, r, j0, j1, begin):
+    """Text of record r's diploid calls j0..j1, the record's first call at ``begin``."""
+    p = begin + 4 * j0
+    view = words[p & 3]  # every call of the record has the same alignment
+    q = p >> 2
+    for j in range(j0, j1):
+        a = calls[r, j, 0]
+        b = calls[r, j, 1]
+        if ((a | b) & np.int8(-2)) == 0:
+            view[q] = _CALL_BITS | (np.uint32(a) << np.uint32(8)) | (np.uint32(b) << np.uint32(24))
+        else:
+            text[p] = _TAB
+            text[p + 1] = _allele_char(a)
+            text[p + 2] = _PIPE
+            text[p + 3] = _allele_char(b)
+        p += 4
+        q += 1
+
+
+@njit
+def _deflate_block(text, words, calls, block_start, block_end, samples_begin, record_ends, n_samples,
+                   pk, stops, group_seg, head, seg_start, seg_first, seg_count, token_length, token_value, out):
+    """One block's raw deflate stream into ``out``; its length, or -1 if it does not fit.
+
+    With ``calls`` (int8[v, s, 2], empty for none) the block's sample columns
+    are first written into ``text`` from them: every call that starts in the block.
+    """
+    # Segments: the samples of one record lying whole inside the block.  Each
+    # starts at a local slot that is a multiple of 32 and leaves at least one
+    # slot empty after it; ``group_seg`` names the segment of every 32 slots.
+    # Slot i has its symbol in 2 bits of ``pk`` (0-3 for "\t[01]|[01]"), and
+    # ``stops`` a bit for every other sample and every empty slot, so no match
+    # runs past one.
     first_record = np.searchsorted(record_ends, block_start, side="right")
-    n_local = 0
+    n_seg = 0
+    i = 0
     r = first_record
     while r < record_ends.shape[0] and samples_begin[r] < block_end:
         begin = samples_begin[r]
         j0 = 0 if begin >= block_start else (block_start - begin + 3) // 4
         j1 = min(n_samples, (block_end - begin) // 4)
+        if calls.shape[0] > 0:
+            _write_calls(text, words, calls, r, j0, min(n_samples, (block_end - begin + 3) // 4), begin)
         if j1 > j0:
-            following = 0
-            following_packed = np.uint64(0)
-            # Backwards, so each sample sees the run that follows it.
-            for j in range(j1 - 1, j0 - 1, -1):
-                i = n_local + j - j0
-                p = begin + 4 * j
-                a = np.int32(text[p + 1]) - 48
-                b = np.int32(text[p + 3]) - 48
-                clean = (text[p] == 9) & (text[p + 2] == 124) & (a >= 0) & (a <= 1) & (b >= 0) & (b <= 1)
-                pos[i] = p
-                if clean:
-                    s = 2 * a + b
-                    following += 1
-                    following_packed = (following_packed << np.uint64(2)) | np.uint64(s)
-                else:
-                    s = OTHER
-                    following = 0
-                    following_packed = np.uint64(0)
-                sym[i] = s
-                run[i] = following
-                packed[i] = following_packed
-            n_local += j1 - j0
+            p = begin + 4 * j0
+            count = j1 - j0
+            seg_start[n_seg] = p
+            seg_first[n_seg] = i
+            seg_count[n_seg] = count
+            n_seg += 1
+            view = words[p & 3]
+            q = p >> 2
+            full = count // 32
+            for w in range(full):
+                _group(view, q + 32 * w, 32, pk, stops, i + 32 * w)
+            # The last group is partial or, when count is a multiple of 32, empty.
+            _group(view, q + 32 * full, count - 32 * full, pk, stops, i + 32 * full)
+            group_seg[i >> 5: (i >> 5) + full + 1] = n_seg - 1
+            i += 32 * (full + 1)
         r += 1
+    # Guard groups: reads up to two groups past the last slot see stops.
+    for g in range(2):
+        pk[(i >> 5) + g] = 0
+        stops[(i >> 5) + g] = np.uint32(0xFFFFFFFF)
 
     key_mask = np.uint64((1 << (2 * KEY_SAMPLES)) - 1)
     head[:] = -1
@@ -180,30 +293,47 @@ def _deflate_block(text, block_start, block_end, samples_begin, record_ends, n_s
     freq_d = np.zeros(30, dtype=np.int64)
     n_tokens = 0
     p = block_start
-    i = 0
-    while p < block_end:
-        if i < n_local and pos[i] == p:
-            best_k, best_c = 0, -1
-            if run[i] >= KEY_SAMPLES:
-                c = head[packed[i] & key_mask]
-                depth = 0
-                while c >= 0 and depth < CHAIN_DEPTH and p - pos[c] <= WINDOW:
-                    limit = min(run[i], run[c], MAX_MATCH_SAMPLES)
-                    if limit > best_k:
-                        k = _common_samples(packed, i, c, limit)
-                        if k > best_k:
-                            best_k, best_c = k, c
-                            if k == MAX_MATCH_SAMPLES:
-                                break
-                    c = chain[c]
-                    depth += 1
-            if best_k == 0 and sym[i] != OTHER:
-                c = last_same[sym[i]]
-                if c >= 0 and p - pos[c] <= WINDOW:
-                    best_k = _common_samples(packed, i, c, min(run[i], run[c], MAX_MATCH_SAMPLES))
-                    best_c = c
+    for g in range(n_seg + 1):
+        literal_end = seg_start[g] if g < n_seg else block_end
+        while p < literal_end:
+            token_length[n_tokens] = 0
+            token_value[n_tokens] = text[p]
+            n_tokens += 1
+            freq_ll[text[p]] += 1
+            p += 1
+        if g == n_seg:
+            break
+        first = seg_first[g]
+        i = first
+        i_end = i + seg_count[g]
+        while i < i_end:
+            # Candidates: the latest earlier sample opening with the same
+            # KEY_SAMPLES symbols, else the latest with the same symbol.
+            ahead = _symbols_at(pk, i)
+            clean = _clean_ahead(stops, i)
+            best_k = 0
+            distance = 0
+            if clean > 0:
+                for attempt in range(2):
+                    if attempt == 0:
+                        c = head[ahead & key_mask] if clean >= KEY_SAMPLES else -1
+                    elif best_k == 0:
+                        c = last_same[ahead & np.uint64(3)]
+                    else:
+                        break
+                    if c < 0:
+                        continue
+                    # Slots of one segment are consecutive samples.
+                    if c >= first:
+                        d = 4 * (i - c)
+                    else:
+                        cg = group_seg[c >> 5]
+                        d = p - (seg_start[cg] + 4 * (c - seg_first[cg]))
+                    if d <= WINDOW:
+                        best_k = _common_samples(pk, i, c, ahead, min(clean, _clean_ahead(stops, c)))
+                        distance = d
             if best_k > 0:
-                length, distance = 4 * best_k, p - pos[best_c]
+                length = 4 * best_k
                 token_length[n_tokens] = length
                 token_value[n_tokens] = distance
                 n_tokens += 1
@@ -217,21 +347,16 @@ def _deflate_block(text, block_start, block_end, samples_begin, record_ends, n_s
                     n_tokens += 1
                     freq_ll[text[p + q]] += 1
                 step = 1
-            for m in range(i, i + step):
-                if run[m] >= KEY_SAMPLES:
-                    h = packed[m] & key_mask
-                    chain[m] = head[h]
-                    head[h] = m
-                if sym[m] != OTHER:
-                    last_same[sym[m]] = m
+            if clean > 0:
+                # Every sample of a match (or the one literal sample) is clean.
+                start = max(i, i + step - INSERT_TAIL)
+                window = ahead if start == i else _symbols_at(pk, start)
+                for t in range(i + step - start):
+                    shifted = window >> np.uint64(2 * t)
+                    head[shifted & key_mask] = start + t
+                    last_same[shifted & np.uint64(3)] = start + t
             i += step
             p += 4 * step
-        else:
-            token_length[n_tokens] = 0
-            token_value[n_tokens] = text[p]
-            n_tokens += 1
-            freq_ll[text[p]] += 1
-            p += 1
 
     at, acc, n_acc = write_dynamic_block(token_length, token_value, n_tokens, freq_ll, freq_d, True,
                                          out, 0, np.uint64(0), 0)
@@ -239,6 +364,40 @@ def _deflate_block(text, block_start, block_end, samples_begin, record_ends, n_s
     if at > out.shape[0]:
         return -1
     return at
+
+
+@njit
+def _deflate_blocks(text, samples_begin, record_ends, n_samples, block_size, calls):
+    n_bytes = text.shape[0]
+    n_blocks = (n_bytes + block_size - 1) // block_size
+    capacity = block_size // 4 + 1  # samples whole inside one block
+    # Each segment holds at least one sample and takes at most 32 slots more.
+    n_groups = (33 * capacity + 96) >> 5
+    pk = np.empty(n_groups + 4, dtype=np.uint64)
+    stops = np.empty(n_groups + 4, dtype=np.uint32)
+    group_seg = np.empty(n_groups + 4, dtype=np.int64)
+    head = np.empty(1 << (2 * KEY_SAMPLES), dtype=np.int32)
+    seg_start = np.empty(capacity + 1, dtype=np.int64)
+    seg_first = np.empty(capacity + 1, dtype=np.int64)
+    seg_count = np.empty(capacity + 1, dtype=np.int64)
+    words = _word_views(text)
+    token_length = np.empty(block_size, dtype=np.int32)
+    token_value = np.empty(block_size, dtype=np.int32)
+    scratch = np.empty(1 << 16, dtype=np.uint8)
+    # Untouched pages of this upper bound cost nothing until written.
+    streams = np.empty(n_blocks * (1 << 16), dtype=np.uint8)
+    sizes = np.empty(n_blocks, dtype=np.int64)
+    at = 0
+    for k in range(n_blocks):
+        b0 = k * block_size
+        b1 = min(b0 + block_size, n_bytes)
+        n = _deflate_block(text, words, calls, b0, b1, samples_begin, record_ends, n_samples,
+                           pk, stops, group_seg, head, seg_start, seg_first, seg_count, token_length, token_value, scratch)
+        sizes[k] = n
+        if n > 0:
+            streams[at:at + n] = scratch[:n]
+            at += n
+    return streams[:at].copy(), sizes
 
 
 @njit
@@ -254,29 +413,35 @@ def deflate_vcf_chunk(text, samples_begin, record_ends, n_samples, block_size):
     ``sizes[k]`` bytes of ``streams``; a size of -1 means the stream would not
     fit in 65536 bytes and the block is left for a generic compressor.
     """
-    n_bytes = text.shape[0]
-    n_blocks = (n_bytes + block_size - 1) // block_size
-    capacity = block_size // 4 + 1
-    pos = np.empty(capacity, dtype=np.int64)
-    sym = np.empty(capacity, dtype=np.int8)
-    run = np.empty(capacity, dtype=np.int32)
-    packed = np.empty(capacity, dtype=np.uint64)
-    head = np.empty(1 << (2 * KEY_SAMPLES), dtype=np.int32)
-    chain = np.empty(capacity, dtype=np.int32)
-    token_length = np.empty(block_size, dtype=np.int32)
-    token_value = np.empty(block_size, dtype=np.int32)
-    scratch = np.empty(1 << 16, dtype=np.uint8)
-    # Untouched pages of this upper bound cost nothing until written.
-    streams = np.empty(n_blocks * (1 << 16), dtype=np.uint8)
-    sizes = np.empty(n_blocks, dtype=np.int64)
-    at = 0
-    for k in range(n_blocks):
-        b0 = k * block_size
-        b1 = min(b0 + block_size, n_bytes)
-        n = _deflate_block(text, b0, b1, samples_begin, record_ends, n_samples,
-                           pos, sym, run, packed, head, chain, token_length, token_value, scratch)
-        sizes[k] = n
-        if n > 0:
-            streams[at:at + n] = scratch[:n]
-            at += n
-    return streams[:at].copy(), sizes
+    return _deflate_blocks(text, samples_begin, record_ends, n_samples, block_size,
+                           np.zeros((0, 0, 2), dtype=np.int8))
+
+
+@njit
+def format_and_deflate_vcf_chunk(prefix_bytes, prefix_offsets, haplotypes, buffer, block_size):
+    """:func:`format_vcf_records` and :func:`deflate_vcf_chunk` in one pass for
+    diploid calls: each block's calls are written and compressed while the
+    block is in cache.  Same arguments as those (``buffer`` is required, large
+    enough for the text); returns (text, record_ends, streams, sizes).
+    """
+    n_variants = haplotypes.shape[0]
+    n_samples = haplotypes.shape[1]
+    if haplotypes.shape[2] != 2:
+        raise ValueError("format_and_deflate_vcf_chunk writes diploid calls only")
+    if prefix_offsets.shape[0] != n_variants + 1:
+        raise ValueError("prefix_offsets must have one more entry than haplotypes has variants")
+    ends = vcf_record_ends(prefix_offsets, n_samples, 2)
+    n_bytes = ends[n_variants - 1] if n_variants > 0 else 0
+    if buffer.shape[0] < n_bytes:
+        raise ValueError("buffer is too small for the chunk's text")
+    text = buffer[:n_bytes]
+    samples_begin = np.empty(n_variants, dtype=np.int64)
+    start = 0
+    for i in range(n_variants):
+        length = prefix_offsets[i + 1] - prefix_offsets[i]
+        text[start:start + length] = prefix_bytes[prefix_offsets[i]:prefix_offsets[i + 1]]
+        samples_begin[i] = start + length
+        text[ends[i] - 1] = _NEWLINE
+        start = ends[i]
+    streams, sizes = _deflate_blocks(text, samples_begin, ends, n_samples, block_size, haplotypes)
+    return text, ends, streams, sizes

@@ -8,6 +8,7 @@ caller's configuration, never by a scheduler.
 """
 from __future__ import annotations
 
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -26,6 +27,12 @@ FILE_FORMAT = "VCFv4.3"
 GT_DESCRIPTION = "Phased genotype"
 _FIXED_COLUMNS = ("CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO", "FORMAT")
 _FORBIDDEN_IN_FIELDS = ("\t", "\n", "\r", " ", ";", ",")
+
+
+# Each worker thread formats its chunks into one reused buffer: a chunk's text
+# is tens to hundreds of MB, and faulting in fresh pages for every chunk cost
+# more than formatting it on the machines measured (a virtual machine).
+_scratch = threading.local()
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,7 @@ def record_prefixes(variants: pd.DataFrame) -> list[bytes]:
 
 def encode_chunk(task: ChunkTask) -> EncodedChunk:
     """Read, format and BGZF-compress one chunk of records (runs on a worker)."""
-    from kernels.vcf_encode import deflate_vcf_chunk, format_vcf_records
+    from kernels.vcf_encode import format_and_deflate_vcf_chunk, format_vcf_records, vcf_record_ends
 
     haplotypes = np.asarray(task.read_chunk(task.v0, task.v1))
     expected = (task.v1 - task.v0, task.n_samples, 2)
@@ -133,15 +140,23 @@ def encode_chunk(task: ChunkTask) -> EncodedChunk:
             f"read_chunk({task.v0}, {task.v1}) returned {haplotypes.dtype}{list(haplotypes.shape)}; "
             f"expected int8{list(expected)}"
         )
-    text, record_ends = format_vcf_records(task.prefix_bytes, task.prefix_offsets, np.ascontiguousarray(haplotypes))
+    n_bytes = int(vcf_record_ends(task.prefix_offsets, task.n_samples, haplotypes.shape[2])[-1])
+    buffer = getattr(_scratch, "text", None)
+    if buffer is None or buffer.shape[0] < n_bytes:
+        _scratch.text = None  # freed before its successor is allocated
+        # Headroom for the next chunks' slightly longer fixed columns.
+        buffer = _scratch.text = np.empty(n_bytes + n_bytes // 16, dtype=np.uint8)
+    haplotypes = np.ascontiguousarray(haplotypes)
     payloads = None
     if task.compression == "samples":
-        record_starts = np.concatenate(([0], record_ends[:-1]))
-        samples_begin = record_starts + np.diff(task.prefix_offsets)
-        streams, sizes = deflate_vcf_chunk(text, samples_begin, record_ends, task.n_samples, bgzf.BLOCK_DATA_SIZE)
+        # Each block's calls are formatted and compressed while in cache.
+        text, record_ends, streams, sizes = format_and_deflate_vcf_chunk(
+            task.prefix_bytes, task.prefix_offsets, haplotypes, buffer, bgzf.BLOCK_DATA_SIZE)
         stream_ends = np.cumsum(np.maximum(sizes, 0)).tolist()
         # A block whose stream would not fit (size -1) is left to zlib.
         payloads = [bytes(streams[end - size:end]) if size > 0 else None for size, end in zip(sizes.tolist(), stream_ends)]
+    else:
+        text, record_ends = format_vcf_records(task.prefix_bytes, task.prefix_offsets, haplotypes, buffer)
     compressed, block_starts = bgzf.compress_chunk(text, payloads)
     return EncodedChunk(compressed, block_starts, record_ends, int(text.nbytes))
 
