@@ -274,6 +274,13 @@ def write_dynamic_block(token_length, token_value, n_tokens, freq_ll, freq_d, fi
     # the branchless flush of _emit_literals_and_runs: each part is <= 28 bits.
     # The words go through a uint32 view, so ``at`` must be a multiple of 4
     # (the bit writer keeps it so) and ``out`` a multiple of 4 long.
+    # Every length's code with its extra bits, once per block:
+    len_bits = np.zeros(259, dtype=np.uint64)
+    len_n = np.zeros(259, dtype=np.uint64)
+    for length in range(3, 259):
+        lc = np.int64(_LENGTH_CODE[length])
+        len_bits[length] = np.uint64(code_ll[257 + lc] | ((length - _LENGTH_BASE[lc]) << len_ll[257 + lc]))
+        len_n[length] = np.uint64(len_ll[257 + lc] + _LENGTH_EXTRA[lc])
     out32 = out.view(np.uint32)
     limit = out32.shape[0] - 1
     low = np.uint64(0xFFFFFFFF)
@@ -284,22 +291,26 @@ def write_dynamic_block(token_length, token_value, n_tokens, freq_ll, freq_d, fi
         length = token_length[t]
         if length == 0:
             s = token_value[t]
-            v0, n0, v1, n1 = code_ll[s], len_ll[s], 0, 0
+            v0, n0, v1, n1 = np.uint64(code_ll[s]), np.uint64(len_ll[s]), np.uint64(0), np.uint64(0)
         else:
-            lc = np.int64(_LENGTH_CODE[length])
-            v0 = code_ll[257 + lc] | ((length - _LENGTH_BASE[lc]) << len_ll[257 + lc])
-            n0 = len_ll[257 + lc] + _LENGTH_EXTRA[lc]
             distance = token_value[t]
             dc = np.int64(_DIST_CODE[distance])
-            v1 = code_d[dc] | ((distance - _DIST_BASE[dc]) << len_d[dc])
-            n1 = len_d[dc] + _DIST_EXTRA[dc]
+            v0, n0 = len_bits[length], len_n[length]
+            v1 = np.uint64(code_d[dc] | ((distance - _DIST_BASE[dc]) << len_d[dc]))
+            n1 = np.uint64(len_d[dc] + _DIST_EXTRA[dc])
+        if pending + n0 + n1 < np.uint64(64):
+            # Both parts in one go (nearly always): fewer than 32 bits are
+            # pending, and under 64 in all leaves the one-word flush exact.
+            v0 |= v1 << n0
+            n0 += n1
+            n1 = np.uint64(0)
         for part in range(2):
             if part == 1:
                 if n1 == 0:
                     break
                 v0, n0 = v1, n1
-            acc |= np.uint64(v0) << pending
-            pending += np.uint64(n0)
+            acc |= v0 << pending
+            pending += n0
             out32[min(w, limit)] = np.uint32(acc & low)
             full = pending >> five
             w += np.int64(full)
@@ -513,3 +524,38 @@ def deflate_member(prefix, data, block_size, runs):
     if at > size:
         raise RuntimeError("deflate_runs: output bound exceeded")
     return out[:at]
+
+
+@njit
+def join_gzip_members(header, streams, sizes, crcs, lengths):
+    """gzip members, one per raw deflate stream, back to back.
+
+    header : uint8[h], the member header; its last two bytes are set to the
+        member's total size minus one (BGZF's BSIZE, little-endian).
+    streams : uint8[c], the streams concatenated; stream k is ``sizes[k]`` bytes.
+    crcs, lengths : CRC-32 and length of each stream's uncompressed data.
+    Returns (bytes uint8[n], starts int64[k + 1]): member k occupies
+    ``bytes[starts[k]:starts[k + 1]]``.
+    """
+    n_members = sizes.shape[0]
+    h = header.shape[0]
+    starts = np.empty(n_members + 1, dtype=np.int64)
+    starts[0] = 0
+    for k in range(n_members):
+        starts[k + 1] = starts[k] + h + sizes[k] + 8
+    out = np.empty(starts[n_members], dtype=np.uint8)
+    src = 0
+    for k in range(n_members):
+        at = starts[k]
+        out[at:at + h] = header
+        bsize = starts[k + 1] - at - 1
+        out[at + h - 2] = bsize & 0xFF
+        out[at + h - 1] = (bsize >> 8) & 0xFF
+        at += h
+        out[at:at + sizes[k]] = streams[src:src + sizes[k]]
+        src += sizes[k]
+        at += sizes[k]
+        for b in range(4):
+            out[at + b] = (np.int64(crcs[k]) >> (8 * b)) & 0xFF
+            out[at + 4 + b] = (lengths[k] >> (8 * b)) & 0xFF
+    return out, starts

@@ -221,14 +221,17 @@ def _allele_char(allele):
 
 
 @njit(inline="always")
-def _write_calls(text, words, calls, r, j0, j1, begin):
-    """Text of record r's diploid calls j0..j1, the record's first call at ``begin``."""
-    p = begin + 4 * j0
+def _write_calls(text, words, calls, r, j0, j1, p):
+    """Text of record r's diploid calls j0..j1 from text position p on;
+    ``calls`` is sample-blocked: call j is ``calls[j // S, r, j % S]``."""
     view = words[p & 3]  # every call of the record has the same alignment
     q = p >> 2
-    for j in range(j0, j1):
-        a = calls[r, j, 0]
-        b = calls[r, j, 1]
+    block = calls.shape[2]
+    jc = j0 // block
+    jo = j0 - jc * block
+    for _ in range(j0, j1):
+        a = calls[jc, r, jo, 0]
+        b = calls[jc, r, jo, 1]
         if ((a | b) & np.int8(-2)) == 0:
             view[q] = _CALL_BITS | (np.uint32(a) << np.uint32(8)) | (np.uint32(b) << np.uint32(24))
         else:
@@ -238,6 +241,10 @@ def _write_calls(text, words, calls, r, j0, j1, begin):
             text[p + 3] = _allele_char(b)
         p += 4
         q += 1
+        jo += 1
+        if jo == block:
+            jo = 0
+            jc += 1
 
 
 @njit
@@ -245,8 +252,8 @@ def _deflate_block(text, words, calls, block_start, block_end, samples_begin, re
                    pk, stops, group_seg, head, seg_start, seg_first, seg_count, token_length, token_value, out):
     """One block's raw deflate stream into ``out``; its length, or -1 if it does not fit.
 
-    With ``calls`` (int8[v, s, 2], empty for none) the block's sample columns
-    are first written into ``text`` from them: every call that starts in the block.
+    With ``calls`` (int8[k, v, S, 2] sample-blocked, empty for none) the text
+    of every call that starts in the block is first written from them.
     """
     # Segments: the samples of one record lying whole inside the block.  Each
     # starts at a local slot that is a multiple of 32 and leaves at least one
@@ -263,7 +270,8 @@ def _deflate_block(text, words, calls, block_start, block_end, samples_begin, re
         j0 = 0 if begin >= block_start else (block_start - begin + 3) // 4
         j1 = min(n_samples, (block_end - begin) // 4)
         if calls.shape[0] > 0:
-            _write_calls(text, words, calls, r, j0, min(n_samples, (block_end - begin + 3) // 4), begin)
+            # The text of every call starting in the block, before it is read.
+            _write_calls(text, words, calls, r, j0, min(n_samples, (block_end - begin + 3) // 4), begin + 4 * j0)
         if j1 > j0:
             p = begin + 4 * j0
             count = j1 - j0
@@ -414,20 +422,27 @@ def deflate_vcf_chunk(text, samples_begin, record_ends, n_samples, block_size):
     fit in 65536 bytes and the block is left for a generic compressor.
     """
     return _deflate_blocks(text, samples_begin, record_ends, n_samples, block_size,
-                           np.zeros((0, 0, 2), dtype=np.int8))
+                           np.zeros((0, 0, 0, 2), dtype=np.int8))
 
 
 @njit
-def format_and_deflate_vcf_chunk(prefix_bytes, prefix_offsets, haplotypes, buffer, block_size):
+def format_and_deflate_vcf_chunk(prefix_bytes, prefix_offsets, haplotypes, n_samples, buffer, block_size):
     """:func:`format_vcf_records` and :func:`deflate_vcf_chunk` in one pass for
     diploid calls: each block's calls are written and compressed while the
-    block is in cache.  Same arguments as those (``buffer`` is required, large
-    enough for the text); returns (text, record_ends, streams, sizes).
+    block is in cache.
+
+    haplotypes : int8[k, v, S, 2], the calls in blocks of S samples, sample j
+        of variant i at ``[j // S, i, j % S]`` (a store's chunks decoded side by
+        side, not copied together); ``[np.newaxis]`` of an int8[v, s, 2] array
+        is the one-block case.  Samples past ``n_samples`` are ignored.
+    buffer : uint8, at least the text's length; the text is written into it.
+    Other arguments as for those two; returns (text, record_ends, streams, sizes).
     """
-    n_variants = haplotypes.shape[0]
-    n_samples = haplotypes.shape[1]
-    if haplotypes.shape[2] != 2:
+    n_variants = haplotypes.shape[1]
+    if haplotypes.shape[3] != 2:
         raise ValueError("format_and_deflate_vcf_chunk writes diploid calls only")
+    if haplotypes.shape[0] * haplotypes.shape[2] < n_samples:
+        raise ValueError("haplotypes holds fewer samples than n_samples")
     if prefix_offsets.shape[0] != n_variants + 1:
         raise ValueError("prefix_offsets must have one more entry than haplotypes has variants")
     ends = vcf_record_ends(prefix_offsets, n_samples, 2)

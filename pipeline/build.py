@@ -197,11 +197,11 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
         # ---- VCF from the genotype store ---------------------------------------------
         if rel.vcf:
             prog.start("vcf")
-            from .genotypes_io import read_haplotypes
+            from .genotypes_io import read_haplotype_blocks
             from .writers.release.vcf import write_vcf
 
             write_vcf(output.url(posixpath.join(output.release, "genotypes.vcf.gz")), variant_table(world),
-                      list(ids), contigs(), functools.partial(read_haplotypes, geno_url), chunk_size=VCF_CHUNK,
+                      list(ids), contigs(), functools.partial(read_haplotype_blocks, geno_url), chunk_size=VCF_CHUNK,
                       map_fn=functools.partial(windowed_map, executor))
         if geno_url is not None:
             from .writers.release import genozarr

@@ -79,10 +79,13 @@ class CallChunks:
         try:
             raw = self._fs.cat_file(self._prefix + key)
         except FileNotFoundError:
-            return np.full((v1 - v0, s1 - s0, self.shape[2]), self._fill_value, dtype=np.int8)
+            raw = None
         if buffer is None:
             buffer = np.empty(self.chunks, dtype=np.int8)
-        self._compressor.decode(raw, out=buffer)
+        if raw is None:  # a chunk never written holds the fill value
+            buffer[...] = self._fill_value
+        else:
+            self._compressor.decode(raw, out=buffer)
         return buffer.reshape(self.chunks)[: v1 - v0, : s1 - s0]
 
 
@@ -100,6 +103,30 @@ def read_haplotypes(url: str, v0: int, v1: int) -> np.ndarray:
         for j, (s0, s1) in enumerate(chunks.ranges(1)):
             out[lo - v0:hi - v0, s0:s1] = chunks.read(i, j)[lo - c0:hi - c0]
     return out
+
+
+def read_haplotype_blocks(url: str, v0: int, v1: int) -> np.ndarray:
+    """Phased haplotypes of variants v0..v1 as int8[k, v1 - v0, S, ploidy]:
+    the store's k sample chunks of S samples side by side, sample j at
+    ``[j // S, :, j % S]`` (the last chunk's tail past the sample count is
+    padding).  When v0..v1 lies in one variant chunk each store chunk is
+    decoded straight into place, sparing :func:`read_haplotypes`' copy;
+    otherwise this is that copy, as one block.
+    """
+    chunks = CallChunks(url)
+    n_variants, n_samples, ploidy = chunks.shape
+    if not 0 <= v0 <= v1 <= n_variants:
+        raise ValueError(f"variant range {v0}:{v1} outside the store's {n_variants} variants")
+    v_chunk, s_chunk = chunks.chunks[0], chunks.chunks[1]
+    i = v0 // v_chunk
+    if not chunks._direct or v1 == v0 or (v1 - 1) // v_chunk != i:
+        return read_haplotypes(url, v0, v1)[np.newaxis]
+    s_ranges = chunks.ranges(1)
+    out = np.empty((len(s_ranges), v_chunk, s_chunk, ploidy), dtype=np.int8)
+    for j in range(len(s_ranges)):
+        chunks.read(i, j, out[j])
+    lo = v0 - i * v_chunk
+    return out[:, lo:lo + v1 - v0]
 
 
 def read_sample_dosage(url: str, s0: int, s1: int) -> np.ndarray:

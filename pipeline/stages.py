@@ -227,10 +227,10 @@ def warm_up() -> bool:
     omics.molecule_bio(d, np.full(4, 0.5), np.ones(4), np.zeros(3, np.int64), np.ones(3), np.full(3, -1, np.int64), 0.1,
                        np.ones((2, 2)), np.ones((3, 2)), np.ones((2, 3)), 0.8, out)
     omics.mix_transcripts(out, out, np.full(3, 0.5), np.ones((2, 1)), np.ones((3, 1)), np.empty((2, 3)))
-    calls = np.zeros((1, 2, 2), dtype=np.int8)
+    calls = np.zeros((1, 1, 2, 2), dtype=np.int8)
     offsets = np.array([0, 2], dtype=np.int64)
     vcf_encode.vcf_record_ends(offsets, 2, 2)
-    vcf_encode.format_and_deflate_vcf_chunk(np.frombuffer(b"GT", dtype=np.uint8), offsets, calls,
+    vcf_encode.format_and_deflate_vcf_chunk(np.array([71, 84], dtype=np.uint8), offsets, calls, 2,
                                             np.empty(16, dtype=np.uint8), 0xFF00)
     from .imaging.writer import npz_bytes
 

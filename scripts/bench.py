@@ -211,7 +211,7 @@ def timed(fn):
 
 def compare(res: dict, tmp: str) -> dict:
     from pipeline.build import VCF_CHUNK, contigs
-    from pipeline.genotypes_io import load_genotypes, read_haplotypes
+    from pipeline.genotypes_io import load_genotypes, read_haplotype_blocks
     from pipeline.writers.release.vcf import write_vcf
 
     rel = os.path.join(res["world_dir"], "release")
@@ -232,7 +232,7 @@ def compare(res: dict, tmp: str) -> dict:
     ours_path = os.path.join(tmp, "ours.vcf.gz")
     with ProcessPoolExecutor(2) as pool:
         t_ours, _ = timed(lambda: write_vcf(ours_path, variants, samples, contigs(),
-                                            functools.partial(read_haplotypes, os.path.join(rel, "genotypes.zarr")),
+                                            functools.partial(read_haplotype_blocks, os.path.join(rel, "genotypes.zarr")),
                                             chunk_size=VCF_CHUNK, map_fn=pool.map))
     text = os.path.join(tmp, "text.vcf")
     subprocess.run(f"bgzip -dc {vcf} > {text}", shell=True, check=True)

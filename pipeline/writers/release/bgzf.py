@@ -42,9 +42,18 @@ def _deflate_raw(data: memoryview, level: int = COMPRESS_LEVEL) -> bytes:
     return packer.compress(data) + packer.flush()
 
 
+def _header(block_size: int) -> bytes:
+    # gzip magic, deflate, FEXTRA; no mtime; XFL 0; OS unknown; one 'BC' subfield: BSIZE - 1
+    return _HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, block_size - 1)
+
+
+# A member's header with BSIZE left 0; join_gzip_members fills it in (its last two bytes).
+_HEADER_TEMPLATE = np.frombuffer(_header(1), dtype=np.uint8).copy()
+
+
 def _member(view: memoryview, payload: bytes) -> bytes:
     block_size = len(payload) + _HEADER_TRAILER_SIZE
-    header = _HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, block_size - 1)
+    header = _header(block_size)
     trailer = _TRAILER.pack(isal_zlib.crc32(view), len(view))
     return b"".join((header, payload, trailer))
 
@@ -67,26 +76,40 @@ def compress_block(data, payload: bytes | None = None) -> bytes:
     raise AssertionError("stored deflate of a BGZF block always fits")
 
 
-def compress_chunk(data, payloads=None) -> tuple[bytes, np.ndarray]:
+def compress_chunk(data, streams=None, sizes=None) -> tuple[bytes, np.ndarray]:
     """Compress ``data`` into consecutive BGZF blocks (no EOF marker).
 
     Block k holds uncompressed bytes ``[k * BLOCK_DATA_SIZE, (k + 1) * BLOCK_DATA_SIZE)``.
-    ``payloads``, if given, holds a raw deflate stream (or None) per block.
+    ``streams`` and ``sizes``, if given, hold a raw deflate stream per block made
+    elsewhere: block k's is the next ``sizes[k]`` bytes of ``streams`` (uint8),
+    or none when ``sizes[k]`` is -1 (that block is compressed here).
     Returns (compressed bytes, block_starts int64[n_blocks + 1]) where
     ``block_starts[k]`` is block k's offset in the compressed bytes and the last
     entry is their total length.
     """
     view = memoryview(data).cast("B")
     n_blocks = -(-len(view) // BLOCK_DATA_SIZE)
-    if payloads is not None and len(payloads) != n_blocks:
-        raise ValueError(f"{len(payloads)} payloads for {n_blocks} blocks")
-    blocks = [
-        compress_block(view[k * BLOCK_DATA_SIZE:(k + 1) * BLOCK_DATA_SIZE], None if payloads is None else payloads[k])
-        for k in range(n_blocks)
-    ]
+    if streams is not None:
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if len(sizes) != n_blocks:
+            raise ValueError(f"{len(sizes)} stream sizes for {n_blocks} blocks")
+        if n_blocks and sizes.min() > 0 and sizes.max() + _HEADER_TRAILER_SIZE <= MAX_BLOCK_SIZE:
+            # Every block has a stream that fits: members are assembled in one compiled pass.
+            from kernels.deflate import join_gzip_members
+
+            blocks = [view[k * BLOCK_DATA_SIZE:(k + 1) * BLOCK_DATA_SIZE] for k in range(n_blocks)]
+            crcs = np.array([isal_zlib.crc32(b) for b in blocks], dtype=np.uint32)
+            lengths = np.array([len(b) for b in blocks], dtype=np.int64)
+            out, block_starts = join_gzip_members(_HEADER_TEMPLATE, np.asarray(streams, dtype=np.uint8), sizes, crcs, lengths)
+            return out.tobytes(), block_starts
+        ends = np.cumsum(np.maximum(sizes, 0)).tolist()
+        payloads = [bytes(streams[end - size:end]) if size > 0 else None for size, end in zip(sizes.tolist(), ends)]
+    else:
+        payloads = [None] * n_blocks
+    members = [compress_block(view[k * BLOCK_DATA_SIZE:(k + 1) * BLOCK_DATA_SIZE], payloads[k]) for k in range(n_blocks)]
     block_starts = np.zeros(n_blocks + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in blocks], out=block_starts[1:])
-    return b"".join(blocks), block_starts
+    np.cumsum([len(b) for b in members], out=block_starts[1:])
+    return b"".join(members), block_starts
 
 
 def virtual_offsets(positions, block_starts, chunk_offset: int, data_length: int) -> np.ndarray:

@@ -133,31 +133,37 @@ def encode_chunk(task: ChunkTask) -> EncodedChunk:
     """Read, format and BGZF-compress one chunk of records (runs on a worker)."""
     from kernels.vcf_encode import format_and_deflate_vcf_chunk, format_vcf_records, vcf_record_ends
 
-    haplotypes = np.asarray(task.read_chunk(task.v0, task.v1))
-    expected = (task.v1 - task.v0, task.n_samples, 2)
-    if haplotypes.shape != expected or haplotypes.dtype != np.int8:
+    calls = np.asarray(task.read_chunk(task.v0, task.v1))
+    n_variants = task.v1 - task.v0
+    # A flat read must hold exactly the samples; a sample-blocked one at least them (its last block is padded).
+    flat = calls.ndim == 3 and calls.shape == (n_variants, task.n_samples, 2)
+    blocked = (calls.ndim == 4 and calls.shape[1] == n_variants and calls.shape[3] == 2
+               and calls.shape[0] * calls.shape[2] >= task.n_samples)
+    if calls.dtype != np.int8 or not (flat or blocked):
         raise ValueError(
-            f"read_chunk({task.v0}, {task.v1}) returned {haplotypes.dtype}{list(haplotypes.shape)}; "
-            f"expected int8{list(expected)}"
+            f"read_chunk({task.v0}, {task.v1}) returned {calls.dtype}{list(calls.shape)}; expected "
+            f"int8[{n_variants}, {task.n_samples}, 2] or its sample-blocked form int8[k, {n_variants}, S, 2]"
         )
-    n_bytes = int(vcf_record_ends(task.prefix_offsets, task.n_samples, haplotypes.shape[2])[-1])
+    if flat:
+        calls = calls[np.newaxis]
+    n_bytes = int(vcf_record_ends(task.prefix_offsets, task.n_samples, 2)[-1])
     buffer = getattr(_scratch, "text", None)
     if buffer is None or buffer.shape[0] < n_bytes:
         _scratch.text = None  # freed before its successor is allocated
         # Headroom for the next chunks' slightly longer fixed columns.
         buffer = _scratch.text = np.empty(n_bytes + n_bytes // 16, dtype=np.uint8)
-    haplotypes = np.ascontiguousarray(haplotypes)
-    payloads = None
     if task.compression == "samples":
         # Each block's calls are formatted and compressed while in cache.
-        text, record_ends, streams, sizes = format_and_deflate_vcf_chunk(
-            task.prefix_bytes, task.prefix_offsets, haplotypes, buffer, bgzf.BLOCK_DATA_SIZE)
-        stream_ends = np.cumsum(np.maximum(sizes, 0)).tolist()
         # A block whose stream would not fit (size -1) is left to zlib.
-        payloads = [bytes(streams[end - size:end]) if size > 0 else None for size, end in zip(sizes.tolist(), stream_ends)]
+        text, record_ends, streams, sizes = format_and_deflate_vcf_chunk(
+            task.prefix_bytes, task.prefix_offsets, np.ascontiguousarray(calls), task.n_samples, buffer,
+            bgzf.BLOCK_DATA_SIZE)
     else:
-        text, record_ends = format_vcf_records(task.prefix_bytes, task.prefix_offsets, haplotypes, buffer)
-    compressed, block_starts = bgzf.compress_chunk(text, payloads)
+        haplotypes = np.concatenate(list(calls), axis=1)[:, :task.n_samples]
+        text, record_ends = format_vcf_records(task.prefix_bytes, task.prefix_offsets,
+                                               np.ascontiguousarray(haplotypes), buffer)
+        streams = sizes = None
+    compressed, block_starts = bgzf.compress_chunk(text, streams, sizes)
     return EncodedChunk(compressed, block_starts, record_ends, int(text.nbytes))
 
 
@@ -196,8 +202,10 @@ def write_vcf(
     sample_ids : sequence of str, the sample columns.
     contigs : list of (name, length), the header's contigs in order.
     read_chunk : ``read_chunk(v0, v1)`` → int8[v1 - v0, n_samples, 2] phased
-        haplotypes of variants v0..v1; must pickle if ``map_fn`` ships work to
-        other processes.
+        haplotypes of variants v0..v1, or the same sample-blocked as
+        int8[k, v1 - v0, S, 2] (sample j at ``[j // S, :, j % S]``, as
+        :func:`pipeline.genotypes_io.read_haplotype_blocks` returns a store's
+        chunks); must pickle if ``map_fn`` ships work to other processes.
     chunk_size : records per independently compressed chunk (part of the format).
     map_fn : ``map_fn(func, tasks)`` → results in task order (builtin ``map``, an
         executor's ``map``, or a Dask client's map followed by gather).
