@@ -134,7 +134,7 @@ def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes, buffer=None):
 # t = tokens, l = local samples (those whole inside the block)
 
 MAX_MATCH_SAMPLES = 64  # 256 bytes; deflate's longest match is 258
-KEY_SAMPLES = 6  # samples behind one hash key: 4**6 exact keys, no collisions
+KEY_SAMPLES = 5  # samples behind one hash key: 4**5 exact keys, no collisions
 OTHER = 4  # symbol of a sample that is not "\t[01]|[01]"
 
 
@@ -227,24 +227,32 @@ def _write_calls(text, words, calls, r, j0, j1, p):
     view = words[p & 3]  # every call of the record has the same alignment
     q = p >> 2
     block = calls.shape[2]
-    jc = j0 // block
-    jo = j0 - jc * block
-    for _ in range(j0, j1):
-        a = calls[jc, r, jo, 0]
-        b = calls[jc, r, jo, 1]
-        if ((a | b) & np.int8(-2)) == 0:
-            view[q] = _CALL_BITS | (np.uint32(a) << np.uint32(8)) | (np.uint32(b) << np.uint32(24))
-        else:
-            text[p] = _TAB
-            text[p + 1] = _allele_char(a)
-            text[p + 2] = _PIPE
-            text[p + 3] = _allele_char(b)
-        p += 4
-        q += 1
-        jo += 1
-        if jo == block:
-            jo = 0
-            jc += 1
+    j = j0
+    while j < j1:
+        # The calls of one sample block: two alleles 0/1 each make one word.
+        jc = j // block
+        jo = j - jc * block
+        n = min(j1 - j, block - jo)
+        own = calls[jc, r]
+        unusual = np.uint32(0)
+        for k in range(n):
+            a = np.uint32(np.uint8(own[jo + k, 0]))
+            b = np.uint32(np.uint8(own[jo + k, 1]))
+            unusual |= (a | b) & np.uint32(0xFE)
+            view[q + k] = _CALL_BITS | (a << np.uint32(8)) | (b << np.uint32(24))
+        if unusual != 0:
+            for k in range(n):
+                a = own[jo + k, 0]
+                b = own[jo + k, 1]
+                if ((a | b) & np.int8(-2)) != 0:
+                    at = p + 4 * k
+                    text[at] = _TAB
+                    text[at + 1] = _allele_char(a)
+                    text[at + 2] = _PIPE
+                    text[at + 3] = _allele_char(b)
+        j += n
+        q += n
+        p += 4 * n
 
 
 @njit
