@@ -164,14 +164,15 @@ def _flush(out, at, acc, n_acc):
 
 
 @njit
-def write_tree_header(freq_ll, freq_d, final, out, at, acc, n_acc, len_ll, code_ll, len_d, code_d):
+def write_tree_header(freq_ll, freq_d, final, out, at, acc, n_acc, len_ll, code_ll, len_d, code_d, limit_ll=15):
     """Start a dynamic-Huffman block: fit the codes to the block's symbol counts
     and write the block header with its code trees.
 
     freq_ll / freq_d count the block's literal-length and distance codes (the
     end-of-block code and the two-code minimum are added here, on copies).
-    Fills len_ll, code_ll (286) and len_d, code_d (30) with the codes to use;
-    returns the writer state (at, acc, n_acc).
+    Fills len_ll, code_ll (286) and len_d, code_d (30) with the codes to use,
+    literal/length codes at most ``limit_ll`` (≤ 15) bits long; returns the
+    writer state (at, acc, n_acc).
     """
     freq_ll = freq_ll.copy()
     freq_d = freq_d.copy()
@@ -182,7 +183,7 @@ def write_tree_header(freq_ll, freq_d, final, out, at, acc, n_acc, len_ll, code_
             freq_d[s] = 1
     if np.count_nonzero(freq_ll) < 2:
         freq_ll[0] += 1
-    _huffman_lengths(freq_ll, 15, len_ll)
+    _huffman_lengths(freq_ll, limit_ll, len_ll)
     _huffman_lengths(freq_d, 15, len_d)
     code_ll[:] = 0
     code_d[:] = 0
@@ -337,70 +338,98 @@ def write_stored_block(data, start, end, final, out, at, acc, n_acc):
 MIN_RUN = 8  # shorter repeats of noisy pixels cost more as matches than as literals
 
 
+#: Literal/length codes of deflate_member are at most this long, so that four
+#: literals (56 bits) and a byte's worth of pending bits fit one 64-bit word.
+#: (For 256 pixel values the optimal code rarely wants more; the limit costs
+#: nothing measurable.)
+LITERAL_LIMIT = 14
+
+
+@njit(inline="always")
+def _store8(out, at, acc):
+    # Eight byte stores of one word, which LLVM merges into one unaligned store
+    # (only with an unsigned index: a signed one brings Numba's negative-index
+    # wraparound, which keeps the stores apart and costs 6x).
+    base = np.uint64(at)
+    for b in range(8):
+        out[base + np.uint64(b)] = np.uint8((acc >> np.uint64(8 * b)) & np.uint64(0xFF))
+
+
 @njit
 def _emit_literals_and_runs(data, b0, b1, literal, match_at, match_len, match_dist, n_matches,
-                            code_ll, len_ll, code_d, len_d, out32, at, acc, n_acc):
-    """Code data[b0:b1] (literals ``literal[c]`` = code | length << 32, and the
-    block's matches) into ``out32`` from byte offset ``at`` (a multiple of 4).
+                            code_ll, len_ll, code_d, len_d, out, at, acc, n_acc):
+    """Code data[b0:b1] (literals ``literal[c]`` = code | length << 32, codes
+    ≤ LITERAL_LIMIT bits, and the block's matches) into ``out`` from the writer
+    state (at, acc, n_acc) of :func:`_put`; returns the new state.
 
-    Kept apart from its caller and written as tight runs of literals between
-    matches, with a branchless flush: the low 32 bits of the accumulator are
-    stored every time and the word index advances only once they are complete
-    (a data-dependent branch here mispredicts on every few literals and costs
-    more than the coding).  The caller guarantees room for every word stored.
+    Inside, the writer works in bytes: fewer than 8 bits stay pending, each
+    step ORs up to 56 new bits in and stores the whole 64-bit word at the byte
+    it has reached, then advances past its complete bytes.  Four literals go
+    per step, their codes combined off the critical path (which is the shift
+    chain through ``acc``); there is no data-dependent branch (a branch on
+    "word full" mispredicts every few literals and costs more than the coding).
+    The caller guarantees 8 bytes of room past the last byte written.
     """
-    pending = np.uint64(n_acc)
     low = np.uint64(0xFFFFFFFF)
-    five = np.uint64(5)
-    w = at >> 2
+    three = np.uint64(3)
+    seven = np.uint64(7)
+    # Into the byte model: store what is pending and advance past whole bytes.
+    pending = np.uint64(n_acc)
+    _store8(out, at, acc)
+    b = at + np.int64(pending >> three)
+    acc >>= (pending >> three) << three
+    pending &= seven
     q = b0
     for m in range(n_matches + 1):
         stop = match_at[m] if m < n_matches else b1
-        # Two literals (<= 30 bits) per step: their codes combine off the
-        # critical path, and with < 32 bits pending the sum fits in 64.
-        for r in range(q, stop - 1, 2):
-            e0 = literal[data[r]]
-            e1 = literal[data[r + 1]]
+        end4 = q + (stop - q) // 4 * 4
+        for r in range(q, end4, 4):
+            ur = np.uint64(r)  # unsigned: no negative-index wraparound on the loads
+            e0 = literal[data[ur]]
+            e1 = literal[data[ur + np.uint64(1)]]
+            e2 = literal[data[ur + np.uint64(2)]]
+            e3 = literal[data[ur + np.uint64(3)]]
             n0 = e0 >> np.uint64(32)
-            acc |= ((e0 & low) | ((e1 & low) << n0)) << pending
-            pending += n0 + (e1 >> np.uint64(32))
-            out32[w] = np.uint32(acc & low)
-            full = pending >> five  # 1 once 32 bits are complete (pending < 62)
-            w += np.int64(full)
-            acc >>= full << five
-            pending -= full << five
-        if (stop - q) % 2 == 1 and stop > q:
-            entry = literal[data[stop - 1]]
-            acc |= (entry & low) << pending
-            pending += entry >> np.uint64(32)
-            out32[w] = np.uint32(acc & low)
-            full = pending >> five
-            w += np.int64(full)
-            acc >>= full << five
-            pending -= full << five
+            n01 = n0 + (e1 >> np.uint64(32))
+            n012 = n01 + (e2 >> np.uint64(32))
+            v = (e0 & low) | ((e1 & low) << n0) | ((e2 & low) << n01) | ((e3 & low) << n012)
+            acc |= v << pending
+            pending += n012 + (e3 >> np.uint64(32))
+            _store8(out, b, acc)
+            b += np.int64(pending >> three)
+            acc >>= (pending >> three) << three
+            pending &= seven
+        for r in range(end4, stop):
+            e = literal[data[r]]
+            acc |= (e & low) << pending
+            pending += e >> np.uint64(32)
+            _store8(out, b, acc)
+            b += np.int64(pending >> three)
+            acc >>= (pending >> three) << three
+            pending &= seven
         if m == n_matches:
             break
-        # A run match: length code + extra (<= 20 bits), then the distance code
-        # (<= 15 bits; distances 1 and 4 have no extra bits), each flushed.
+        # A run match: length code + extra (≤ 19 bits) and distance code + extra
+        # (≤ 28 bits) in one step.
         length = match_len[m]
         lc = np.int64(_LENGTH_CODE[length])
         dc = np.int64(_DIST_CODE[match_dist[m]])
-        for part in range(2):
-            if part == 0:
-                v = code_ll[257 + lc] | ((length - _LENGTH_BASE[lc]) << len_ll[257 + lc])
-                nb = len_ll[257 + lc] + _LENGTH_EXTRA[lc]
-            else:
-                v = code_d[dc] | ((match_dist[m] - _DIST_BASE[dc]) << len_d[dc])
-                nb = len_d[dc] + _DIST_EXTRA[dc]
-            acc |= np.uint64(v) << pending
-            pending += np.uint64(nb)
-            out32[w] = np.uint32(acc & low)
-            full = pending >> five
-            w += np.int64(full)
-            acc >>= full << five
-            pending -= full << five
+        n_len = len_ll[257 + lc] + _LENGTH_EXTRA[lc]
+        v = np.uint64(code_ll[257 + lc] | ((length - _LENGTH_BASE[lc]) << len_ll[257 + lc]))
+        v |= np.uint64(code_d[dc] | ((match_dist[m] - _DIST_BASE[dc]) << len_d[dc])) << np.uint64(n_len)
+        acc |= v << pending
+        pending += np.uint64(n_len + len_d[dc] + _DIST_EXTRA[dc])
+        _store8(out, b, acc)
+        b += np.int64(pending >> three)
+        acc >>= (pending >> three) << three
+        pending &= seven
         q = stop + length
-    return w << 2, acc, np.int64(pending)
+    # Back to _put's model: a multiple of 4 bytes written, under 32 bits pending
+    # (the up to 3 bytes past that multiple are taken back into acc).
+    at = b - (b & 3)
+    for k in range(b - at - 1, -1, -1):
+        acc = (acc << np.uint64(8)) | np.uint64(out[at + k])
+    return at, acc, np.int64(pending) + 8 * (b - at)
 
 
 @njit
@@ -410,10 +439,11 @@ def _histogram(data, b0, b1, freq):
     part = np.zeros((4, 256), dtype=np.int64)
     end4 = b0 + (b1 - b0) // 4 * 4
     for p in range(b0, end4, 4):
-        part[0, data[p]] += 1
-        part[1, data[p + 1]] += 1
-        part[2, data[p + 2]] += 1
-        part[3, data[p + 3]] += 1
+        up = np.uint64(p)  # unsigned: no negative-index wraparound on the loads
+        part[0, data[up]] += 1
+        part[1, data[up + np.uint64(1)]] += 1
+        part[2, data[up + np.uint64(2)]] += 1
+        part[3, data[up + np.uint64(3)]] += 1
     for p in range(end4, b1):
         part[0, data[p]] += 1
     for c in range(256):
@@ -445,9 +475,6 @@ def deflate_member(prefix, data, block_size, runs):
     n_blocks = max(1, (n + block_size - 1) // block_size)
     out = np.empty((n_prefix + n + 5 * n_blocks + 1024 + 3) // 4 * 4, dtype=np.uint8)
     size = out.shape[0]
-    # The bit writer only ever stores whole 32-bit words at offsets that are
-    # multiples of 4, so the hot loop can store words.
-    out32 = out.view(np.uint32)
     # Matches of the current block: start, length, distance (literals are implied).
     match_at = np.empty(block_size // MIN_RUN + 2, dtype=np.int64)
     match_len = np.empty(block_size // MIN_RUN + 2, dtype=np.int64)
@@ -499,7 +526,7 @@ def deflate_member(prefix, data, block_size, runs):
         final = p >= n
         start = (at, acc, n_acc)
         at, acc, n_acc = write_tree_header(freq_ll, freq_d, final, out, at, acc, n_acc,
-                                           len_ll, code_ll, len_d, code_d)
+                                           len_ll, code_ll, len_d, code_d, LITERAL_LIMIT)
         bits = 0
         for c in range(256):
             bits += freq_ll[c] * len_ll[c]
@@ -514,9 +541,9 @@ def deflate_member(prefix, data, block_size, runs):
                 literal[c] = np.uint64(code_ll[c]) | (np.uint64(len_ll[c]) << np.uint64(32))
             if extra:
                 at, acc, n_acc = _emit_literals_and_runs(prefix, 0, n_prefix, literal, match_at, match_len, match_dist,
-                                                         0, code_ll, len_ll, code_d, len_d, out32, at, acc, n_acc)
+                                                         0, code_ll, len_ll, code_d, len_d, out, at, acc, n_acc)
             at, acc, n_acc = _emit_literals_and_runs(data, b0, p, literal, match_at, match_len, match_dist, n_matches,
-                                                     code_ll, len_ll, code_d, len_d, out32, at, acc, n_acc)
+                                                     code_ll, len_ll, code_d, len_d, out, at, acc, n_acc)
             at, acc, n_acc = _put(out, at, acc, n_acc, code_ll[256], len_ll[256])
         if final:
             break

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -59,8 +60,7 @@ class TreeSampler:
     def __init__(self, interval=0.1):
         self.interval = interval
         self.peak = 0
-        self.current_stage = None
-        self.stage_peak: dict = {}
+        self.samples: list = []  # (perf_counter time, RSS of the tree, RSS of this process)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -69,13 +69,16 @@ class TreeSampler:
         return [me] + me.children(recursive=True)
 
     def rss(self) -> int:
-        total = 0
+        return sum(self._rss_each())
+
+    def _rss_each(self) -> list:
+        out = []
         for p in self._procs():
             try:
-                total += p.memory_info().rss
+                out.append(p.memory_info().rss)
             except psutil.Error:
-                pass
-        return total
+                out.append(0)
+        return out
 
     def cpu(self) -> float:
         total = 0.0
@@ -89,11 +92,22 @@ class TreeSampler:
 
     def _run(self):
         while not self._stop.is_set():
-            r = self.rss()
-            self.peak = max(self.peak, r)
-            if self.current_stage:
-                self.stage_peak[self.current_stage] = max(self.stage_peak.get(self.current_stage, 0), r)
+            each = self._rss_each()
+            self.peak = max(self.peak, sum(each))
+            self.samples.append((time.perf_counter(), sum(each), each[0]))
             time.sleep(self.interval)
+
+    def stage_peaks(self, t0: float, stages: dict) -> dict:
+        """Peak tree RSS (and this process's RSS at that moment) in each client
+        stage; the stages ran one after another from ``t0`` in ``stages``' order."""
+        out, start = {}, t0
+        for name, seconds in stages.items():
+            inside = [(tree, client) for t, tree, client in self.samples if start <= t <= start + seconds]
+            if inside:
+                tree, client = max(inside)
+                out[name] = {"peak_rss_bytes": tree, "client_rss_bytes": client}
+            start += seconds
+        return out
 
     def __enter__(self):
         self._thread.start()
@@ -164,7 +178,7 @@ def run_build(args, workers: int, out: str) -> dict:
         executor.close()
     world_dir = os.path.join(out, resolved.cfg.world.id)
     return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": peak, "world_dir": world_dir,
-            "bytes": stage_bytes(world_dir)}
+            "bytes": stage_bytes(world_dir), "stage_peaks": sampler.stage_peaks(t0, summary["stages"])}
 
 
 def table(res: dict) -> list:
@@ -195,12 +209,23 @@ def print_table(res: dict, floor: float, rows: list, out=sys.stdout) -> None:
     total_b = res["bytes"]["total"]
     print(f"{'total (build wall)':<28} {res['wall']:>8.1f} {res['cpu']:>8.1f} {total_b / 1e6:>11.1f} {total_b / 1e6 / res['wall']:>8.0f}", file=out)
     print(f"peak RSS (process tree): {res['peak_rss'] / 2 ** 30:.2f} GiB", file=out)
+    peaks = ", ".join(f"{name} {p['peak_rss_bytes'] / 2 ** 30:.2f} (client {p['client_rss_bytes'] / 2 ** 30:.2f})"
+                      for name, p in res.get("stage_peaks", {}).items())
+    if peaks:
+        print(f"peak RSS by client stage, GiB: {peaks}", file=out)
     print(f"floor: raw write of {total_b / 1e6:.0f} MB took {floor:.1f} s ({total_b / 1e6 / floor:.0f} MB/s); "
           f"build / floor = {res['wall'] / floor:.1f}", file=out)
     print("(task stages: summed over tasks on all workers; client stages: wall on the client)", file=out)
 
 
 # ------------------------------------------------------------------------- comparisons
+
+
+def _warm_worker(barrier) -> None:
+    from pipeline.stages import warm_up
+
+    warm_up()
+    barrier.wait()  # returns once every worker of the pool is warm
 
 
 def timed(fn):
@@ -230,7 +255,12 @@ def compare(res: dict, tmp: str) -> dict:
 
     variants = _variants_from_store(g, CONTIGS)
     ours_path = os.path.join(tmp, "ours.vcf.gz")
-    with ProcessPoolExecutor(2) as pool:
+    # Two worker processes, started and with their kernels loaded before the clock
+    # starts, as a build's cluster workers are (bgzip has no interpreter to start).
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(2)
+    with ProcessPoolExecutor(2, mp_context=context, initializer=_warm_worker, initargs=(barrier,)) as pool:
+        list(pool.map(int, [0, 0]))
         t_ours, _ = timed(lambda: write_vcf(ours_path, variants, samples, contigs(),
                                             functools.partial(read_haplotype_blocks, os.path.join(rel, "genotypes.zarr")),
                                             chunk_size=VCF_CHUNK, map_fn=pool.map))
@@ -339,7 +369,7 @@ def main() -> int:
         print_table(res, floor, rows)
         report.update({"stages": rows, "build_wall_s": res["wall"], "build_cpu_s": res["cpu"], "peak_rss_bytes": res["peak_rss"],
                        "bytes_written": res["bytes"]["total"], "floor_s": floor, "build_over_floor": res["wall"] / floor,
-                       "client_stages": res["summary"]["stages"],
+                       "client_stages": res["summary"]["stages"], "peak_rss_by_client_stage": res["stage_peaks"],
                        "task_seconds": {k: list(v) for k, v in res["summary"]["task_seconds"].items()}})
         if args.compare:
             cmp = compare(res, tmp)
