@@ -288,15 +288,15 @@ def write_dynamic_block(token_length, token_value, n_tokens, freq_ll, freq_d, fi
     five = np.uint64(5)
     pending = np.uint64(n_acc)
     w = at >> 2
-    for t in range(n_tokens):
+    for t in range(np.uint64(n_tokens)):  # unsigned indices: no negative-index wraparound
         length = token_length[t]
         if length == 0:
-            s = token_value[t]
+            s = np.uint64(token_value[t])
             v0, n0, v1, n1 = np.uint64(code_ll[s]), np.uint64(len_ll[s]), np.uint64(0), np.uint64(0)
         else:
             distance = token_value[t]
-            dc = np.int64(_DIST_CODE[distance])
-            v0, n0 = len_bits[length], len_n[length]
+            dc = np.uint64(_DIST_CODE[np.uint64(distance)])
+            v0, n0 = len_bits[np.uint64(length)], len_n[np.uint64(length)]
             v1 = np.uint64(code_d[dc] | ((distance - _DIST_BASE[dc]) << len_d[dc]))
             n1 = np.uint64(len_d[dc] + _DIST_EXTRA[dc])
         if pending + n0 + n1 < np.uint64(64):

@@ -149,18 +149,19 @@ def _trailing_zeros(x):
 def _symbols_at(pk, i):
     """The 32 symbols from local sample i, 2 bits each, first in the low bits."""
     shift = np.uint64(2 * (i & 31))
-    w = i >> 5
+    w = np.uint64(i >> 5)  # unsigned indices spare Numba's negative-index wraparound
     # Shifting by 1 and then by 63 - shift is 0 when shift is 0 (a shift by 64 is undefined).
-    return (pk[w] >> shift) | ((pk[w + 1] << np.uint64(1)) << (np.uint64(63) - shift))
+    return (pk[w] >> shift) | ((pk[w + np.uint64(1)] << np.uint64(1)) << (np.uint64(63) - shift))
 
 
 @njit(inline="always")
 def _clean_ahead(stops, i):
     """How many samples from local slot i come before the next stop, capped at 64."""
     shift = np.uint64(i & 31)
-    w = i >> 5
-    x = ((np.uint64(stops[w]) | (np.uint64(stops[w + 1]) << np.uint64(32))) >> shift) \
-        | ((np.uint64(stops[w + 2]) << np.uint64(1)) << (np.uint64(63) - shift))
+    w = np.uint64(i >> 5)
+    one, two = np.uint64(1), np.uint64(2)
+    x = ((np.uint64(stops[w]) | (np.uint64(stops[w + one]) << np.uint64(32))) >> shift) \
+        | ((np.uint64(stops[w + two]) << one) << (np.uint64(63) - shift))
     if x == 0:
         return 64
     return _trailing_zeros(x)
@@ -202,7 +203,7 @@ def _group(words, q, count, pk, stops, i):
     bits = np.uint64(0)
     stop = np.uint32(0)
     for k in range(32):
-        word = words[q + min(k, count - 1)] if count > 0 else np.uint32(0)
+        word = words[np.uint64(q + min(k, count - 1))] if count > 0 else np.uint32(0)
         clean = ((word & _CALL_MASK) == _CALL_BITS) and k < count
         s = ((word >> np.uint32(7)) & np.uint32(2)) | ((word >> np.uint32(24)) & np.uint32(1))
         bits |= np.uint64(s if clean else 0) << np.uint64(2 * k)
@@ -235,11 +236,13 @@ def _write_calls(text, words, calls, r, j0, j1, p):
         n = min(j1 - j, block - jo)
         own = calls[jc, r]
         unusual = np.uint32(0)
-        for k in range(n):
-            a = np.uint32(np.uint8(own[jo + k, 0]))
-            b = np.uint32(np.uint8(own[jo + k, 1]))
+        # Unsigned indices: Numba then skips negative-index wraparound, which
+        # otherwise keeps LLVM from vectorising the loop.
+        for k in range(np.uint64(n)):
+            a = np.uint32(np.uint8(own[np.uint64(jo) + k, 0]))
+            b = np.uint32(np.uint8(own[np.uint64(jo) + k, 1]))
             unusual |= (a | b) & np.uint32(0xFE)
-            view[q + k] = _CALL_BITS | (a << np.uint32(8)) | (b << np.uint32(24))
+            view[np.uint64(q) + k] = _CALL_BITS | (a << np.uint32(8)) | (b << np.uint32(24))
         if unusual != 0:
             for k in range(n):
                 a = own[jo + k, 0]
@@ -350,11 +353,11 @@ def _deflate_block(text, words, calls, block_start, block_end, samples_begin, re
                         distance = d
             if best_k > 0:
                 length = 4 * best_k
-                token_length[n_tokens] = length
-                token_value[n_tokens] = distance
+                token_length[np.uint64(n_tokens)] = length
+                token_value[np.uint64(n_tokens)] = distance
                 n_tokens += 1
-                freq_ll[257 + np.int64(_LENGTH_CODE[length])] += 1
-                freq_d[_DIST_CODE[distance]] += 1
+                freq_ll[np.uint64(257) + np.uint64(_LENGTH_CODE[np.uint64(length)])] += 1
+                freq_d[np.uint64(_DIST_CODE[np.uint64(distance)])] += 1
                 step = best_k
             else:
                 for q in range(4):
