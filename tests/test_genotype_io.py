@@ -18,11 +18,12 @@ import fsspec
 import numpy as np
 import pandas as pd
 import pytest
+import zarr
 
 from kernels import deflate, vcf_encode
 from kernels.reference import vcf as twin
-from kernels.vcf_encode import deflate_vcf_chunk, format_vcf_records, vcf_record_ends
-from pipeline.genotypes_io import load_genotypes, read_haplotypes
+from kernels.vcf_encode import deflate_vcf_chunk, format_and_deflate_vcf_chunk, format_vcf_records, vcf_record_ends
+from pipeline.genotypes_io import load_genotypes, read_haplotype_blocks, read_haplotypes
 from pipeline.writers.release import bgzf, genozarr, tabix
 from pipeline.writers.release.vcf import vcf_header, write_vcf
 
@@ -209,6 +210,61 @@ def test_sample_deflate_compresses_genotypes_like_zlib():
     assert sizes.sum() < 1.15 * zlib_size
 
 
+def _sample_blocked(haplotypes, block):
+    """int8[v, s, 2] as int8[k, v, block, 2] (sample j at [j // block, :, j % block]), the tail padded with 7s."""
+    n_variants, n_samples, _ = haplotypes.shape
+    k = -(-n_samples // block)
+    padded = np.full((n_variants, k * block, 2), 7, dtype=np.int8)
+    padded[:, :n_samples] = haplotypes
+    return np.ascontiguousarray(padded.reshape(n_variants, k, block, 2).transpose(1, 0, 2, 3))
+
+
+@pytest.mark.parametrize(
+    ("n_variants", "n_samples", "sample_block", "block_size", "missing"),
+    [
+        (40, 3, 3, 1000, 0.0),  # blocks spanning many short records, one sample block
+        (12, 2000, 300, 65280, 0.0),  # records spanning blocks; sample blocks not aligned to 32-call groups
+        (10, 3000, 1000, 20000, 0.05),  # missing alleles and alleles 2-9 (text written call by call)
+        (3, 17, 5, 7, 0.2),  # blocks smaller than a call: calls straddle every block boundary
+        (6, 64, 64, 4096, 0.0),  # segments that are whole multiples of 32 calls
+    ],
+)
+def test_fused_format_and_deflate_equals_the_two_steps(n_variants, n_samples, sample_block, block_size, missing):
+    rng = np.random.default_rng(n_samples + sample_block)
+    haplotypes = (rng.random((n_variants, n_samples, 2)) < 0.3).astype(np.int8)
+    haplotypes[rng.random(haplotypes.shape) < missing] = -1
+    haplotypes[rng.random(haplotypes.shape) < missing] = rng.integers(2, 10)
+    prefixes = [f"{1 + i % 3}\t{100 + 9 * i}\trs{i}\tA\tC\t.\tPASS\t.\tGT".encode() for i in range(n_variants)]
+    offsets = np.zeros(n_variants + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in prefixes], out=offsets[1:])
+    prefix_bytes = np.frombuffer(b"".join(prefixes), dtype=np.uint8)
+    expected_text, expected_ends = format_vcf_records(prefix_bytes, offsets, haplotypes)
+    buffer = np.full(len(expected_text) + 13, 255, dtype=np.uint8)
+    text, ends, streams, sizes = format_and_deflate_vcf_chunk(
+        prefix_bytes, offsets, _sample_blocked(haplotypes, sample_block), n_samples, buffer, block_size)
+    assert bytes(text) == bytes(expected_text)
+    np.testing.assert_array_equal(ends, expected_ends)
+    assert np.shares_memory(text, buffer)  # written into the caller's buffer
+    _inflate_blocks(expected_text, streams, sizes, block_size)
+    # The same streams as compressing the finished text.
+    samples_begin = np.concatenate(([0], ends[:-1])) + np.diff(offsets)
+    streams2, sizes2 = deflate_vcf_chunk(expected_text, samples_begin, ends, n_samples, block_size)
+    assert bytes(streams) == bytes(streams2) and sizes.tolist() == sizes2.tolist()
+
+
+def test_fused_format_and_deflate_rejects_bad_calls():
+    offsets = np.array([0, 2, 4], dtype=np.int64)
+    prefix = np.frombuffer(b"GTGT", dtype=np.uint8)
+    calls = np.zeros((1, 2, 3, 2), dtype=np.int8)
+    calls[0, 1, 2, 0] = 10
+    with pytest.raises(ValueError, match="allele index"):
+        format_and_deflate_vcf_chunk(prefix, offsets, calls, 3, np.empty(100, dtype=np.uint8), 1000)
+    with pytest.raises(ValueError, match="too small"):
+        format_and_deflate_vcf_chunk(prefix, offsets, np.zeros((1, 2, 3, 2), np.int8), 3, np.empty(10, np.uint8), 1000)
+    with pytest.raises(ValueError, match="fewer samples"):
+        format_and_deflate_vcf_chunk(prefix, offsets, np.zeros((1, 2, 3, 2), np.int8), 4, np.empty(100, np.uint8), 1000)
+
+
 def test_huffman_lengths_respect_the_limit_and_kraft():
     fibonacci = np.array([1, 1], dtype=np.int64)
     while len(fibonacci) < 30:
@@ -300,6 +356,32 @@ def test_bgzf_block_falls_back_when_a_given_stream_does_not_fit():
     block = bgzf.compress_block(data, payload=b"\0" * 70_000)
     assert gzip.decompress(block) == data
     assert len(block) <= bgzf.MAX_BLOCK_SIZE
+
+
+def test_bgzf_chunk_from_streams_is_the_same_bytes_assembled_either_way():
+    rng = np.random.default_rng(3)
+    data = (rng.random(3 * bgzf.BLOCK_DATA_SIZE + 1234) < 0.2).astype(np.uint8) + 48
+    n_blocks = 4
+    payloads = [zlib.compressobj(1, zlib.DEFLATED, -15) for _ in range(n_blocks)]
+    payloads = [p.compress(data[k * bgzf.BLOCK_DATA_SIZE:(k + 1) * bgzf.BLOCK_DATA_SIZE].tobytes()) + p.flush()
+                for k, p in enumerate(payloads)]
+    streams = np.frombuffer(b"".join(payloads), dtype=np.uint8)
+    sizes = np.array([len(p) for p in payloads], dtype=np.int64)
+    fast, fast_starts = bgzf.compress_chunk(data, streams, sizes)  # compiled assembly
+    one_by_one = [bgzf.compress_block(data[k * bgzf.BLOCK_DATA_SIZE:(k + 1) * bgzf.BLOCK_DATA_SIZE], p)
+                  for k, p in enumerate(payloads)]
+    assert fast == b"".join(one_by_one)
+    assert fast_starts.tolist() == np.concatenate(([0], np.cumsum([len(b) for b in one_by_one]))).tolist()
+    assert gzip.decompress(fast + bgzf.EOF_BLOCK) == data.tobytes()
+    # A block without a stream (-1) is compressed here; the others keep theirs.
+    sizes_gap = sizes.copy()
+    sizes_gap[1] = -1
+    streams_gap = np.frombuffer(b"".join(p for k, p in enumerate(payloads) if k != 1), dtype=np.uint8)
+    mixed, _ = bgzf.compress_chunk(data, streams_gap, sizes_gap)
+    assert gzip.decompress(mixed + bgzf.EOF_BLOCK) == data.tobytes()
+    assert mixed.startswith(one_by_one[0]) and mixed.endswith(one_by_one[2] + one_by_one[3])
+    with pytest.raises(ValueError, match="stream sizes"):
+        bgzf.compress_chunk(data, streams, sizes[:2])
 
 
 def test_bgzf_rejects_oversized_block():
@@ -478,6 +560,20 @@ def test_vcf_bytes_do_not_depend_on_how_chunks_are_run(small, tmp_path):
         assert (path.read_bytes(), Path(str(path) + ".tbi").read_bytes()) == reference, how
 
 
+def test_sample_blocked_reads_write_the_same_file(small, tmp_path):
+    path = tmp_path / "blocked.vcf.gz"
+    write_vcf(str(path), small.variants, small.samples, SMALL_CONTIGS, functools.partial(read_haplotype_blocks, str(small.zarr)),
+              chunk_size=small.chunk_size)
+    assert path.read_bytes() == small.vcf.read_bytes()
+    assert Path(str(path) + ".tbi").read_bytes() == Path(str(small.vcf) + ".tbi").read_bytes()
+    for compression in ("samples", "zlib"):
+        other = tmp_path / f"blocked-{compression}.vcf.gz"
+        write_vcf(str(other), small.variants, small.samples, SMALL_CONTIGS,
+                  lambda v0, v1: _sample_blocked(small.haplotypes[v0:v1], 16), chunk_size=small.chunk_size,
+                  compression=compression)
+        assert gzip.decompress(other.read_bytes()) == gzip.decompress(small.vcf.read_bytes())
+
+
 def test_zlib_compression_writes_the_same_text(small, tmp_path):
     _require("bcftools")
     path = tmp_path / "zlib.vcf.gz"
@@ -527,6 +623,13 @@ def test_write_vcf_rejects_bad_inputs(small, tmp_path):
         write_vcf(out, small.variants, small.samples, SMALL_CONTIGS[:2], read)
     with pytest.raises(ValueError, match="expected int8"):
         write_vcf(out, small.variants, small.samples[:-1], SMALL_CONTIGS, read)
+    with pytest.raises(ValueError, match="expected int8"):
+        write_vcf(out, small.variants, small.samples, SMALL_CONTIGS,
+                  lambda v0, v1: _sample_blocked(small.haplotypes[v0:v1], 16)[:, :, :3])  # too few samples
+    with pytest.raises(ValueError, match="not allow"):
+        write_vcf(out, small.variants, small.samples[:-1] + ["a b"], SMALL_CONTIGS, read)
+    with pytest.raises(ValueError, match="empty"):
+        write_vcf(out, small.variants, small.samples[:-1] + [""], SMALL_CONTIGS, read)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -618,6 +721,26 @@ def test_read_haplotypes_returns_the_written_calls(small, v0, v1):
     got = read_haplotypes(str(small.zarr), v0, v1)
     assert got.dtype == np.int8
     np.testing.assert_array_equal(got, small.haplotypes[v0:v1])
+
+
+@pytest.mark.parametrize(("v0", "v1"), [(0, 64), (64, 100), (63, 64), (250, 300), (60, 70), (0, 300), (5, 5)])
+def test_read_haplotype_blocks_hold_the_written_calls(small, v0, v1):
+    got = read_haplotype_blocks(str(small.zarr), v0, v1)
+    assert got.dtype == np.int8 and got.ndim == 4 and got.shape[1] == v1 - v0
+    flat = np.concatenate(list(got), axis=1)[:, :len(small.samples)]
+    np.testing.assert_array_equal(flat, small.haplotypes[v0:v1])
+    if (v0 // 64) == ((v1 - 1) // 64) and v1 > v0:
+        assert got.shape[0] == -(-len(small.samples) // 20) and got.shape[2] == 20  # the store's chunks, uncopied
+
+
+def test_read_haplotype_blocks_fill_chunks_never_written(small, tmp_path):
+    store = str(tmp_path / "g.zarr")
+    genozarr.init_store(store, small.variants, small.samples, SMALL_CONTIGS, 64, 20)
+    genozarr.write_sample_block(store, 0, small.haplotypes[:, 0:20])
+    got = read_haplotype_blocks(store, 0, 64)
+    np.testing.assert_array_equal(got[0], small.haplotypes[0:64, 0:20])
+    fill = zarr.open_group(store, mode="r")["call_genotype"].fill_value
+    assert (got[1:] == fill).all()
 
 
 def test_load_genotypes_returns_labelled_dosages(small):
