@@ -20,3 +20,8 @@ def test_bench_tiny_emits_table_and_json(tmp_path):
     doc = json.loads(js.read_text())
     assert doc["scale"] == "tiny" and doc["bytes_written"] > 0 and doc["floor_s"] > 0
     assert [r["stage"] for r in doc["stages"]][:3] == ["sample", "population", "genotypes"]
+    # Peak RSS per client stage (stages shorter than the 0.1 s sampling interval may be absent).
+    peaks = doc["peak_rss_by_client_stage"]
+    assert peaks and set(peaks) <= set(doc["client_stages"])
+    assert all(0 < p["client_rss_bytes"] <= p["peak_rss_bytes"] <= doc["peak_rss_bytes"] for p in peaks.values())
+    assert "peak RSS by client stage" in out
