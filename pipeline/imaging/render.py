@@ -19,8 +19,9 @@ the world model) into the released pixel arrays:
 How traits become pixels (template defaults in ``templates.CardiacTemplate``):
 
 * ``lv_edv_ml``: mid-slice ED blood pool = 700 px^2 x (EDV / 126)^(2/3)
-  (base x1.25, apex x0.42); ``lv_esv_ml``: ES/ED area ratio = r / (1 - 0.18 (1 - r))
-  with r = ESV/EDV (long-axis shortening carries the rest of the ejection).
+  (base x1.25, apex x0.42); ``lv_esv_ml``: ES/ED area ratio = r / (1 - c (1 - r))
+  with r = ESV/EDV and c the template's long-axis coupling (0.33; long-axis
+  shortening carries the rest of the ejection).
 * ``lv_wall_mm``: mid-slice ED wall of that many pixels (1 mm/px; base x0.95,
   apex x0.85; septum 6 % thicker than the lateral wall); ``wall_thickening``:
   fractional systolic thickening, modulated regionally like the motion.
@@ -192,13 +193,15 @@ def render_subjects(traits, site_params, frames: int = 25, size: int = 128,
 def example_traits(rng: np.random.Generator, n: int, n_sites: int = 1) -> dict:
     """A typical adult cohort's traits for tests, calibration and previews (not the world model).
 
-    EDV ~ N(126, 25^2) mL, ESV ~ N(45, 14^2) mL (kept below 0.85 EDV), wall ~
+    EDV ~ N(126, 25^2) mL, ESV ~ N(41, 13^2) mL (kept below 0.85 EDV; mean EF
+    ~0.67, as in the worlds' imaged cohorts, whose EF the template's long-axis
+    coupling is calibrated against), wall ~
     N(9, 1.5^2) mm, thickening ~ N(0.42, 0.07^2), T1 ~ N(1000, 104^2) ms, T1
     texture SD U(20, 80) ms, lag U(0, 0.3), motion heterogeneity U(0, 0.6), one in
     six with a hypokinetic segment, RV volumes ~ N(130, 25^2) / N(55, 14^2) mL.
     """
     edv = rng.normal(126.0, 25.0, n).clip(60.0, 260.0)
-    esv = np.minimum(rng.normal(45.0, 14.0, n).clip(12.0, None), 0.85 * edv)
+    esv = np.minimum(rng.normal(41.0, 13.0, n).clip(12.0, None), 0.85 * edv)
     rv_edv = rng.normal(130.0, 25.0, n).clip(60.0, 260.0)
     rv_esv = np.minimum(rng.normal(55.0, 14.0, n).clip(15.0, None), 0.85 * rv_edv)
     hypokinetic = rng.random(n) < 1.0 / 6.0
