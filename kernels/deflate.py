@@ -373,6 +373,9 @@ def _emit_literals_and_runs(data, b0, b1, literal, match_at, match_len, match_di
     low = np.uint64(0xFFFFFFFF)
     three = np.uint64(3)
     seven = np.uint64(7)
+    # The four-line "store, advance past whole bytes" step is written out at each
+    # use: an inlined helper returning (b, acc, pending) costs Numba a tuple per
+    # step, several times the work of the step itself.
     # Into the byte model: store what is pending and advance past whole bytes.
     pending = np.uint64(n_acc)
     _store8(out, at, acc)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .deflate import _DIST_CODE, _LENGTH_CODE, WINDOW, _flush, write_dynamic_block
 from numba.cpython.unsafe.numbers import trailing_zeros
 
+from .deflate import _DIST_CODE, _LENGTH_CODE, WINDOW, _flush, write_dynamic_block
 from .numba_util import njit
 
 _TAB = 9
@@ -50,166 +50,12 @@ def vcf_record_ends(prefix_offsets, n_samples, ploidy):
 
 
 @njit
-def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes, buffer=None):
-    """Tab-separated VCF record lines with phased GT calls.
-
-    prefix_bytes : uint8[b], the fixed columns of every record concatenated,
-        each ending with the FORMAT column (``GT``) and no trailing tab.
-    prefix_offsets : int64[v + 1], record i's prefix is
-        ``prefix_bytes[prefix_offsets[i]:prefix_offsets[i + 1]]``.
-    haplotypes : int8[v, s, p], allele indices 0–9, or -1 for a missing allele.
-    buffer : optional uint8 array to write the text into when it is large
-        enough (reusing one spares the page faults of fresh memory, which on
-        a virtual machine cost more than the formatting); the returned text is
-        then a view of it.
-    Returns (text uint8[n], record_ends int64[v]) where record i occupies
-    ``text[record_ends[i - 1]:record_ends[i]]`` including its newline.
-    Raises ValueError on an allele index outside -1..9 (it would need more
-    than one character and break the fixed-width layout).
-    """
-    n_variants = haplotypes.shape[0]
-    n_samples = haplotypes.shape[1]
-    ploidy = haplotypes.shape[2]
-    if prefix_offsets.shape[0] != n_variants + 1:
-        raise ValueError("prefix_offsets must have one more entry than haplotypes has variants")
-    ends = vcf_record_ends(prefix_offsets, n_samples, ploidy)
-    n_bytes = ends[n_variants - 1] if n_variants > 0 else 0
-    if buffer is None or buffer.shape[0] < n_bytes:
-        text = np.empty(n_bytes, dtype=np.uint8)
-    else:
-        text = buffer[:n_bytes]
-    # Diploid calls of alleles 0 and 1 (nearly all of them) are formatted as
-    # whole words, "\tA|B" = 0x307C3009 + (A << 8) + (B << 24) little-endian,
-    # into an aligned row and copied into place; any other record goes call by call.
-    fast = ploidy == 2 and n_samples > 0
-    row = np.empty(n_samples if fast else 0, dtype=np.uint32)
-    row_bytes = row.view(np.uint8)
-    at = 0
-    for i in range(n_variants):
-        for k in range(prefix_offsets[i], prefix_offsets[i + 1]):
-            text[at] = prefix_bytes[k]
-            at += 1
-        if fast:
-            unusual = np.uint32(0)
-            for j in range(n_samples):
-                a = np.uint32(np.uint8(haplotypes[i, j, 0]))
-                b = np.uint32(np.uint8(haplotypes[i, j, 1]))
-                unusual |= (a | b) & np.uint32(0xFE)
-                row[j] = _CALL_BITS | (a << np.uint32(8)) | (b << np.uint32(24))
-            if unusual == 0:
-                text[at:at + 4 * n_samples] = row_bytes
-                at += 4 * n_samples
-                text[at] = _NEWLINE
-                at += 1
-                continue
-        for j in range(n_samples):
-            text[at] = _TAB
-            at += 1
-            for q in range(ploidy):
-                allele = haplotypes[i, j, q]
-                if allele >= 0 and allele <= 9:
-                    text[at] = _ZERO + allele
-                elif allele == -1:
-                    text[at] = _DOT
-                else:
-                    raise ValueError("allele index outside -1..9 cannot be written as one VCF character")
-                if q + 1 < ploidy:
-                    text[at + 1] = _PIPE
-                    at += 2
-                else:
-                    at += 1
-        text[at] = _NEWLINE
-        at += 1
-    return text, ends
-
-
-# --------------------------------------------------------------------------
-# Raw deflate (RFC 1951) of VCF text whose sample columns are diploid phased
-# calls: the match finder works on whole "\tA|B" samples instead of bytes, so
-# it looks at a quarter of the positions a byte-level compressor does and
-# compares one symbol per sample.  Everything else (prefix columns, newlines,
-# calls that are not 0/1) goes out as literals.  Any text is accepted: the
-# sample structure only steers the search, and every match is checked on the
-# samples' full 4-byte text.
-# t = tokens, l = local samples (those whole inside the block)
-
-MAX_MATCH_SAMPLES = 64  # 256 bytes; deflate's longest match is 258
-KEY_SAMPLES = 5  # samples behind one hash key: 4**5 exact keys, no collisions
-OTHER = 4  # symbol of a sample that is not "\t[01]|[01]"
-
-
-
-@njit(inline="always")
-def _trailing_zeros(x):
-    """Index of the lowest set bit of a nonzero uint64 (LLVM's cttz: one instruction)."""
-    return np.int64(trailing_zeros(x))
-
-
-@njit(inline="always")
-def _symbols_at(pk, i):
-    """The 32 symbols from local sample i, 2 bits each, first in the low bits."""
-    shift = np.uint64(2 * (i & 31))
-    w = np.uint64(i >> 5)  # unsigned indices spare Numba's negative-index wraparound
-    # Shifting by 1 and then by 63 - shift is 0 when shift is 0 (a shift by 64 is undefined).
-    return (pk[w] >> shift) | ((pk[w + np.uint64(1)] << np.uint64(1)) << (np.uint64(63) - shift))
-
-
-@njit(inline="always")
-def _clean_ahead(stops, i):
-    """How many samples from local slot i come before the next stop, capped at 64."""
-    shift = np.uint64(i & 31)
-    w = np.uint64(i >> 5)
-    one, two = np.uint64(1), np.uint64(2)
-    x = ((np.uint64(stops[w]) | (np.uint64(stops[w + one]) << np.uint64(32))) >> shift) \
-        | ((np.uint64(stops[w + two]) << one) << (np.uint64(63) - shift))
-    if x == 0:
-        return 64
-    return _trailing_zeros(x)
-
-
-@njit(inline="always")
-def _common_samples(pk, i, c, first, limit):
-    """How many samples from i and from c agree, up to ``limit`` (≤ 64);
-    ``first`` is ``_symbols_at(pk, i)``."""
-    x = first ^ _symbols_at(pk, c)
-    if x != 0:
-        return min(_trailing_zeros(x) >> 1, limit)
-    if limit <= 32:
-        return limit
-    x = _symbols_at(pk, i + 32) ^ _symbols_at(pk, c + 32)
-    if x != 0:
-        return min(32 + (_trailing_zeros(x) >> 1), limit)
-    return limit
-
-
-# Inside a long match only the last samples are entered in the hash table: in a
-# run of one genotype they all share a key, and the latest entry wins anyway.
-INSERT_TAIL = 16
-
-
-@njit
 def _word_views(text):
     """``text`` as four uint32 arrays, the k-th starting at byte k, so that the
     4 bytes at any offset p are element ``p >> 2`` of view ``p & 3``."""
     n = text.shape[0]
     return (text[0: (n // 4) * 4].view(np.uint32), text[1: 1 + (max(n - 1, 0) // 4) * 4].view(np.uint32),
             text[2: 2 + (max(n - 2, 0) // 4) * 4].view(np.uint32), text[3: 3 + (max(n - 3, 0) // 4) * 4].view(np.uint32))
-
-
-@njit(inline="always")
-def _group(words, q, count, pk, stops, i):
-    """Slots i..i+31 (i a multiple of 32) from the first ``count`` (≤ 32) words
-    at ``words[q]``; the remaining slots are stops."""
-    bits = np.uint64(0)
-    stop = np.uint32(0)
-    for k in range(32):
-        word = words[np.uint64(q + min(k, count - 1))] if count > 0 else np.uint32(0)
-        clean = ((word & _CALL_MASK) == _CALL_BITS) and k < count
-        s = ((word >> np.uint32(7)) & np.uint32(2)) | ((word >> np.uint32(24)) & np.uint32(1))
-        bits |= np.uint64(s if clean else 0) << np.uint64(2 * k)
-        stop |= np.uint32(0 if clean else 1) << np.uint32(k)
-    pk[i >> 5] = bits
-    stops[i >> 5] = stop
 
 
 @njit(inline="always")
@@ -256,6 +102,140 @@ def _write_calls(text, words, calls, r, j0, j1, p):
         j += n
         q += n
         p += 4 * n
+
+
+@njit
+def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes, buffer=None):
+    """Tab-separated VCF record lines with phased GT calls.
+
+    prefix_bytes : uint8[b], the fixed columns of every record concatenated,
+        each ending with the FORMAT column (``GT``) and no trailing tab.
+    prefix_offsets : int64[v + 1], record i's prefix is
+        ``prefix_bytes[prefix_offsets[i]:prefix_offsets[i + 1]]``.
+    haplotypes : int8[v, s, p], allele indices 0–9, or -1 for a missing allele.
+    buffer : optional uint8 array to write the text into when it is large
+        enough (reusing one spares the page faults of fresh memory, which on
+        a virtual machine cost more than the formatting); the returned text is
+        then a view of it.
+    Returns (text uint8[n], record_ends int64[v]) where record i occupies
+    ``text[record_ends[i - 1]:record_ends[i]]`` including its newline.
+    Raises ValueError on an allele index outside -1..9 (it would need more
+    than one character and break the fixed-width layout).
+    """
+    n_variants = haplotypes.shape[0]
+    n_samples = haplotypes.shape[1]
+    ploidy = haplotypes.shape[2]
+    if prefix_offsets.shape[0] != n_variants + 1:
+        raise ValueError("prefix_offsets must have one more entry than haplotypes has variants")
+    ends = vcf_record_ends(prefix_offsets, n_samples, ploidy)
+    n_bytes = ends[n_variants - 1] if n_variants > 0 else 0
+    if buffer is None or buffer.shape[0] < n_bytes:
+        text = np.empty(n_bytes, dtype=np.uint8)
+    else:
+        text = buffer[:n_bytes]
+    # Diploid calls go through _write_calls (whole 4-byte words for alleles 0/1),
+    # as one sample block.
+    calls = np.ascontiguousarray(haplotypes).reshape((1, n_variants, n_samples, ploidy))
+    words = _word_views(text)
+    at = 0
+    for i in range(n_variants):
+        for k in range(prefix_offsets[i], prefix_offsets[i + 1]):
+            text[at] = prefix_bytes[k]
+            at += 1
+        if ploidy == 2:
+            _write_calls(text, words, calls, i, 0, n_samples, at)
+            at += 4 * n_samples
+        else:
+            for j in range(n_samples):
+                text[at] = _TAB
+                at += 1
+                for q in range(ploidy):
+                    text[at] = _allele_char(haplotypes[i, j, q])
+                    if q + 1 < ploidy:
+                        text[at + 1] = _PIPE
+                        at += 2
+                    else:
+                        at += 1
+        text[at] = _NEWLINE
+        at += 1
+    return text, ends
+
+
+# --------------------------------------------------------------------------
+# Raw deflate (RFC 1951) of VCF text whose sample columns are diploid phased
+# calls: the match finder works on whole "\tA|B" samples instead of bytes, so
+# it looks at a quarter of the positions a byte-level compressor does and
+# compares 32 samples per 64-bit word (2 bits a sample).  Everything else
+# (prefix columns, newlines, calls that are not 0/1) goes out as literals.
+# Any text is accepted: the sample structure only steers the search, and a
+# match covers only samples whose 4 bytes its 2-bit symbols determine.
+
+MAX_MATCH_SAMPLES = 64  # 256 bytes (deflate's longest match is 258): what 64 stop bits can see
+KEY_SAMPLES = 5  # samples behind one hash key: 4**5 exact keys, no collisions
+
+
+@njit(inline="always")
+def _trailing_zeros(x):
+    """Index of the lowest set bit of a nonzero uint64 (LLVM's cttz: one instruction)."""
+    return np.int64(trailing_zeros(x))
+
+
+@njit(inline="always")
+def _symbols_at(pk, i):
+    """The 32 symbols from local sample i, 2 bits each, first in the low bits."""
+    shift = np.uint64(2 * (i & 31))
+    w = np.uint64(i >> 5)  # unsigned indices spare Numba's negative-index wraparound
+    # Shifting by 1 and then by 63 - shift is 0 when shift is 0 (a shift by 64 is undefined).
+    return (pk[w] >> shift) | ((pk[w + np.uint64(1)] << np.uint64(1)) << (np.uint64(63) - shift))
+
+
+@njit(inline="always")
+def _clean_ahead(stops, i):
+    """How many samples from local slot i come before the next stop, capped at MAX_MATCH_SAMPLES."""
+    shift = np.uint64(i & 31)
+    w = np.uint64(i >> 5)
+    one, two = np.uint64(1), np.uint64(2)
+    x = ((np.uint64(stops[w]) | (np.uint64(stops[w + one]) << np.uint64(32))) >> shift) \
+        | ((np.uint64(stops[w + two]) << one) << (np.uint64(63) - shift))
+    if x == 0:
+        return MAX_MATCH_SAMPLES
+    return _trailing_zeros(x)
+
+
+@njit(inline="always")
+def _common_samples(pk, i, c, first, limit):
+    """How many samples from i and from c agree, up to ``limit`` (≤ 64);
+    ``first`` is ``_symbols_at(pk, i)``."""
+    x = first ^ _symbols_at(pk, c)
+    if x != 0:
+        return min(_trailing_zeros(x) >> 1, limit)
+    if limit <= 32:
+        return limit
+    x = _symbols_at(pk, i + 32) ^ _symbols_at(pk, c + 32)
+    if x != 0:
+        return min(32 + (_trailing_zeros(x) >> 1), limit)
+    return limit
+
+
+# Inside a long match only the last samples are entered in the hash table: in a
+# run of one genotype they all share a key, and the latest entry wins anyway.
+INSERT_TAIL = 16
+
+
+@njit(inline="always")
+def _group(words, q, count, pk, stops, i):
+    """Slots i..i+31 (i a multiple of 32) from the first ``count`` (≤ 32) words
+    at ``words[q]``; the remaining slots are stops."""
+    bits = np.uint64(0)
+    stop = np.uint32(0)
+    for k in range(32):
+        word = words[np.uint64(q + min(k, count - 1))] if count > 0 else np.uint32(0)
+        clean = ((word & _CALL_MASK) == _CALL_BITS) and k < count
+        s = ((word >> np.uint32(7)) & np.uint32(2)) | ((word >> np.uint32(24)) & np.uint32(1))
+        bits |= np.uint64(s if clean else 0) << np.uint64(2 * k)
+        stop |= np.uint32(0 if clean else 1) << np.uint32(k)
+    pk[i >> 5] = bits
+    stops[i >> 5] = stop
 
 
 @njit
@@ -387,6 +367,7 @@ def _deflate_block(text, words, calls, block_start, block_end, samples_begin, re
 
 @njit
 def _deflate_blocks(text, samples_begin, record_ends, n_samples, block_size, calls):
+    """:func:`deflate_vcf_chunk`, writing the calls' text first when ``calls`` is not empty."""
     n_bytes = text.shape[0]
     n_blocks = (n_bytes + block_size - 1) // block_size
     capacity = block_size // 4 + 1  # samples whole inside one block

@@ -68,9 +68,6 @@ class TreeSampler:
         me = psutil.Process()
         return [me] + me.children(recursive=True)
 
-    def rss(self) -> int:
-        return sum(self._rss_each())
-
     def _rss_each(self) -> list:
         out = []
         for p in self._procs():

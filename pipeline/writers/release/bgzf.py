@@ -89,6 +89,8 @@ def compress_chunk(data, streams=None, sizes=None) -> tuple[bytes, np.ndarray]:
     """
     view = memoryview(data).cast("B")
     n_blocks = -(-len(view) // BLOCK_DATA_SIZE)
+    blocks = [view[k * BLOCK_DATA_SIZE:(k + 1) * BLOCK_DATA_SIZE] for k in range(n_blocks)]
+    payloads = [None] * n_blocks
     if streams is not None:
         sizes = np.asarray(sizes, dtype=np.int64)
         if len(sizes) != n_blocks:
@@ -97,16 +99,13 @@ def compress_chunk(data, streams=None, sizes=None) -> tuple[bytes, np.ndarray]:
             # Every block has a stream that fits: members are assembled in one compiled pass.
             from kernels.deflate import join_gzip_members
 
-            blocks = [view[k * BLOCK_DATA_SIZE:(k + 1) * BLOCK_DATA_SIZE] for k in range(n_blocks)]
-            crcs = np.array([isal_zlib.crc32(b) for b in blocks], dtype=np.uint32)
-            lengths = np.array([len(b) for b in blocks], dtype=np.int64)
+            crcs = np.array([isal_zlib.crc32(block) for block in blocks], dtype=np.uint32)
+            lengths = np.array([len(block) for block in blocks], dtype=np.int64)
             out, block_starts = join_gzip_members(_HEADER_TEMPLATE, np.asarray(streams, dtype=np.uint8), sizes, crcs, lengths)
             return out.tobytes(), block_starts
         ends = np.cumsum(np.maximum(sizes, 0)).tolist()
         payloads = [bytes(streams[end - size:end]) if size > 0 else None for size, end in zip(sizes.tolist(), ends)]
-    else:
-        payloads = [None] * n_blocks
-    members = [compress_block(view[k * BLOCK_DATA_SIZE:(k + 1) * BLOCK_DATA_SIZE], payloads[k]) for k in range(n_blocks)]
+    members = [compress_block(block, payload) for block, payload in zip(blocks, payloads)]
     block_starts = np.zeros(n_blocks + 1, dtype=np.int64)
     np.cumsum([len(b) for b in members], out=block_starts[1:])
     return b"".join(members), block_starts
