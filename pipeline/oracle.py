@@ -430,6 +430,10 @@ class Ledger:
         )
         return payload
 
+    def refuse_malformed(self, turn: Any, reason: str) -> None:
+        """Record a request refused at intake (unparseable, oversize, wrong types): it never reached the oracle."""
+        self._append({"turn": turn, "kind": None, "protein": None, "status": "refused", "cost": 0, "reason": reason})
+
     def request(self, kind: Any, protein: Any, turn: Any) -> dict:
         """Charge for and run one experiment, or refuse it; never raises for a bad request."""
         reason = check_request(self.spec, kind, protein)

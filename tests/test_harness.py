@@ -48,6 +48,10 @@ def truth_of(world: str) -> dict:
 def episode(world, agent, tmp_path, name="ep", **options):
     options.setdefault("budget", 0)
     options.setdefault("timeout", 60)
+    # These tests are about the turn protocol: they run isolated where bubblewrap works
+    # and fall back elsewhere (the isolation tests below and tests/test_adversarial.py
+    # check isolation itself).
+    options.setdefault("isolation", "auto")
     return run_episode(world, agent, out=tmp_path / name, **options)
 
 
@@ -318,10 +322,13 @@ def test_transcript_records_every_turn(tiny_world_noimaging, tmp_path):
 # ----------------------------------------------------------------------------- folders
 
 
-def test_default_episode_folder_sits_beside_the_world(tiny_world_noimaging):
-    world = Path(tiny_world_noimaging)
-    expected = world.parent / "episodes" / "all-biases" / "null-450000"
-    assert episode_mod.default_episode_dir(world, "null", 450_000) == expected
+def test_default_episode_folder_is_under_episodes_and_never_named_after_the_world(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = episode_mod.default_episode_dir("null", 450_000)
+    second = episode_mod.default_episode_dir("null", 450_000)
+    assert first.parent == (tmp_path / "episodes").resolve() and first != second
+    assert first.name.startswith("null-450000-")
+    assert episode_mod.default_episode_dir("x/../y", 0, root=tmp_path / "r").parent == tmp_path / "r"
 
 
 def test_episode_folder_safety(tiny_world_noimaging, tmp_path):

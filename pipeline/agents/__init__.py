@@ -22,18 +22,23 @@ from .truth import TruthAgent
 
 REGISTRY = {
     spec.name: spec for spec in (
-        AgentSpec("null", NullAgent, description="claims nothing and submits at once"),
-        AgentSpec("truth", TruthAgent, privileged=True,
+        AgentSpec("null", NullAgent, reference=True, description="claims nothing and submits at once"),
+        AgentSpec("truth", TruthAgent, reference=True, privileged=True,
                   description="upper bound: plays the sealed truth (handed over harness-side)"),
-        AgentSpec("correlation", CorrelationAgent, description="non-omics phenotype, marginal protein screen"),
-        AgentSpec("cis_mr", CisMRAgent, description="lead-variant Wald-ratio MR with an instrument-strength filter"),
-        AgentSpec("mr_knockdown", MRKnockdownAgent, description="cis-MR, then experiments on what MR cannot settle"),
+        AgentSpec("correlation", CorrelationAgent, reference=True, description="non-omics phenotype, marginal protein screen"),
+        AgentSpec("cis_mr", CisMRAgent, reference=True, description="lead-variant Wald-ratio MR with an instrument-strength filter"),
+        AgentSpec("mr_knockdown", MRKnockdownAgent, reference=True, description="cis-MR, then experiments on what MR cannot settle"),
         AgentSpec("openai_chat", OpenAIChatAgent, description="an OpenAI-compatible /chat/completions endpoint",
                   options={name: "" for name in inspect.signature(OpenAIChatAgent.__init__).parameters
                            if name != "self"}),
     )
 }
-REFERENCE_AGENTS = ("null", "truth", "correlation", "cis_mr", "mr_knockdown")
+REFERENCE_AGENTS = tuple(name for name, spec in REGISTRY.items() if spec.reference)
+
+
+def is_project_agent(agent: Agent) -> bool:
+    """True only for an instance of one of the project's reference agent classes (not a subclass)."""
+    return any(type(agent) is spec.factory for spec in REGISTRY.values() if spec.reference)
 
 
 def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:
@@ -58,5 +63,5 @@ def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:
 __all__ = [
     "Agent", "AgentSpec", "CisMRAgent", "CorrelationAgent", "EpisodeInfo", "MRKnockdownAgent", "NullAgent",
     "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TransportError",
-    "TruthAgent", "create_agent",
+    "TruthAgent", "create_agent", "is_project_agent",
 ]
