@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -919,9 +920,26 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
-def _read_json(path: Path) -> Any:
+# Input caps: the agent controls these files, and a sparse file costs it no disk.
+SUBMISSION_MAX_BYTES = 64 * 1024 * 1024
+PHENOTYPE_MAX_BYTES = 64 * 1024 * 1024  # a 500,000-participant phenotype is ~20 MB
+PHENOTYPE_MAX_ROWS = 2_000_000
+EXPERIMENT_FILES_MAX = 10_000
+EXPERIMENT_FILE_MAX_BYTES = 1024 * 1024
+
+
+class InputTooLarge(ValueError):
+    """An agent-written file past its cap: scored as absent, with the reason."""
+
+
+def _read_json(path: Path, cap: int | None = None) -> Any:
     with open(path, "rb") as handle:
-        return json.loads(handle.read().decode("utf-8"))
+        if cap is not None and os.fstat(handle.fileno()).st_size > cap:
+            raise InputTooLarge(f"{os.fstat(handle.fileno()).st_size} bytes, more than the {cap} allowed")
+        data = handle.read() if cap is None else handle.read(cap + 1)
+    if cap is not None and len(data) > cap:
+        raise InputTooLarge(f"more than the {cap} bytes allowed")
+    return json.loads(data.decode("utf-8"))
 
 
 def _load_submission(work: Path, io: dict) -> Any:
@@ -933,7 +951,10 @@ def _load_submission(work: Path, io: dict) -> Any:
         io["submission_file"] = "not a regular file inside the work folder; ignored"
         return None
     try:
-        parsed = _read_json(path)
+        parsed = _read_json(path, SUBMISSION_MAX_BYTES)
+    except InputTooLarge as error:
+        io["submission_file"] = f"too large ({error}); scored as empty"
+        return None
     except (OSError, ValueError, RecursionError, UnicodeDecodeError) as error:
         io["submission_file"] = f"unparseable ({type(error).__name__}); scored as empty"
         return None
@@ -950,7 +971,19 @@ def _load_phenotype(work: Path, io: dict) -> pd.DataFrame | None:
         io["phenotype_file"] = "not a regular file inside the work folder; zero credit"
         return None
     try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding_errors="replace")
+        size = path.stat().st_size
+    except OSError as error:
+        io["phenotype_file"] = f"unreadable ({type(error).__name__}); zero credit"
+        return None
+    if size > PHENOTYPE_MAX_BYTES:
+        io["phenotype_file"] = f"too large ({size} bytes, more than the {PHENOTYPE_MAX_BYTES} allowed); zero credit"
+        return None
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding_errors="replace",
+                            nrows=PHENOTYPE_MAX_ROWS + 1)
+        if len(table) > PHENOTYPE_MAX_ROWS:
+            io["phenotype_file"] = f"too many rows (more than {PHENOTYPE_MAX_ROWS}); zero credit"
+            return None
     except Exception as error:  # pandas raises a wide family (ParserError, EmptyDataError, MemoryError...)
         io["phenotype_file"] = f"unreadable as CSV ({type(error).__name__}); zero credit"
         return None
@@ -996,11 +1029,15 @@ def _load_experiments(work: Path, ledger: Path | None, io: dict) -> list[dict]:
         paths = sorted(folder.glob("*.json")) if folder.is_dir() and _inside(folder, work) else []
     except OSError:
         paths = []
+    if len(paths) > EXPERIMENT_FILES_MAX:
+        io.setdefault("warnings", []).append(
+            f"experiments folder: {len(paths)} files; only the first {EXPERIMENT_FILES_MAX} are read")
+        paths = paths[:EXPERIMENT_FILES_MAX]
     for path in paths:
         if not _inside(path, work) or not path.is_file():
             continue
         try:
-            payload = _read_json(path)
+            payload = _read_json(path, EXPERIMENT_FILE_MAX_BYTES)
         except (OSError, ValueError, RecursionError, UnicodeDecodeError):
             continue
         if not isinstance(payload, dict) or payload.get("status") != "ok":

@@ -764,8 +764,12 @@ class Sandbox:
         if events.get("pids"):
             notes.append(f"process creation was refused {events['pids']} time(s): at most {self.limits.processes} "
                          "processes and threads")
-        if code == -signal.SIGXFSZ:
+        # Python ignores SIGXFSZ: a write past the limit fails with EFBIG instead.
+        if code == -signal.SIGXFSZ or "[Errno 27] File too large" in result.stderr:
             notes.append(f"a file grew past the per-file limit of {self.limits.file_size / 2**30:.3g} GiB")
+        if "[Errno 28] No space left on device" in result.stderr:
+            notes.append(f"a disk filled up; the private /tmp and /dev/shm hold {self.limits.tmp_size / 2**30:.3g} GiB "
+                         "each (keep large files in WORK)")
         if code == -signal.SIGXCPU:
             notes.append(f"a process used its {self.limits.cpu_seconds} CPU-seconds")
         for note in notes:
@@ -819,6 +823,10 @@ class Sandbox:
             except OSError:
                 shutil.copytree(self.work, keep_work, symlinks=True)
         shutil.rmtree(self.state, ignore_errors=True)
+        try:
+            self.state.parent.rmdir()  # the shared staging root, once no sandbox uses it
+        except OSError:
+            pass
 
 
 def _parse_request(line: bytes) -> tuple[Optional[dict], Optional[str]]:
