@@ -53,3 +53,14 @@ def digest_tree(world_dir) -> dict:
                     data = json.dumps(doc, sort_keys=True).encode()
                 out[os.path.relpath(path, str(world_dir))] = hashlib.sha256(data).hexdigest()
     return out
+
+
+def pytest_sessionstart(session):
+    """With DTW_REQUIRE_ISOLATION=1 (set by .ci/run) a machine where the agent sandbox
+    cannot isolate fails the run at once instead of skipping the isolation tests."""
+    if os.environ.get("DTW_REQUIRE_ISOLATION") == "1":
+        from pipeline.harness import isolation_status
+
+        ok, reason = isolation_status()
+        if not ok:
+            pytest.exit(f"DTW_REQUIRE_ISOLATION=1 but the agent sandbox cannot isolate here: {reason}", returncode=3)
