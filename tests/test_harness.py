@@ -474,10 +474,10 @@ def test_without_isolation_the_episode_says_so(tiny_world_noimaging, tmp_path):
 
 
 def test_without_bubblewrap_auto_falls_back_and_require_refuses(tiny_world_noimaging, tmp_path, monkeypatch):
-    from pipeline.harness import SandboxUnavailable, sandbox
+    from pipeline.harness import SandboxUnavailable, bwrap
 
-    monkeypatch.setattr(sandbox, "BWRAP", str(tmp_path / "no-bwrap"))
-    monkeypatch.setattr(sandbox, "_probe_cache", {})
+    monkeypatch.setattr(bwrap, "BWRAP", str(tmp_path / "no-bwrap"))
+    monkeypatch.setattr(bwrap, "_probe_cache", {})
     with pytest.raises(SandboxUnavailable, match="not found"):
         episode(tiny_world_noimaging, Replies(py(SUBMIT_EMPTY)), tmp_path, name="req", isolation="require")
     result = episode(tiny_world_noimaging, Replies(py(SUBMIT_EMPTY)), tmp_path, name="auto")
