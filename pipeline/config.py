@@ -20,7 +20,7 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING, OmegaConf
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+from .paths import CONF_DIR
 
 ARCHETYPES = ("dcm", "hcm", "ischemic", "hfpef")
 BIASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "A9")
