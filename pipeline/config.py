@@ -816,7 +816,11 @@ def validate_panel(cfg) -> list[str]:
           f"panel: none chosen; valid: panel=<id> with <id> one of {', '.join(group_options('panel'))}")
     _check_keys(cfg, PanelAppConfig, "")
     check_fields(cfg, PANEL_FIELD_RULES)
-    return [str(w) for w in cfg.panel.worlds]
+    worlds, known = [str(w) for w in cfg.panel.worlds], group_options("world")
+    for w in worlds:
+        _need(w in known, f"panel.worlds: unknown world {w!r}; valid: {', '.join(known)}")
+    _need(len(set(worlds)) == len(worlds), f"panel.worlds: {worlds!r} lists a world twice; valid: each world once")
+    return worlds
 
 
 def _lookup_seed(text: str, world_id: str):

@@ -139,12 +139,15 @@ def dashboard_link(client, address: str | None) -> str | None:
     return f"http://{host}:{port}/status"
 
 
-def make_executor(cluster_cfg, processes: bool = True, announce: bool = True) -> Any:
+def make_executor(cluster_cfg, processes: bool = True, announce: bool | None = None) -> Any:
     """Build the executor for ``cluster_cfg`` (the ``cluster`` config group).
     ``processes=False`` runs the local cluster's workers as threads (needed when
     the output filesystem lives inside this process, as memory:// does).
-    ``announce`` prints the Dask dashboard's link on stderr."""
+    ``announce`` prints the Dask dashboard's link on stderr (default: when
+    ``cluster.progress`` is on)."""
     kind = cluster_cfg.kind
+    if announce is None:
+        announce = bool(cluster_cfg.get("progress", True))
     if kind == "sync":
         return SyncExecutor()
     _silence_distributed_logs()

@@ -60,9 +60,9 @@ def world_overrides(overrides: list) -> list:
 
 def prepare(overrides: list) -> Plan:
     """Compose the panel, then compose, validate and check every world before any compute."""
+    rest = world_overrides(overrides)
     cfg = config.compose(overrides, config_name="panel_config")
     worlds = config.validate_panel(cfg)
-    rest = world_overrides(overrides)
     resolved = [config.load([f"world={w}", *rest]) for w in worlds]
     jobs = int(cfg.jobs)
     return Plan(str(cfg.panel.id), resolved, jobs)

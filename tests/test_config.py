@@ -273,3 +273,23 @@ def test_heldout_world_needs_a_seed_file(tmp_path):
     seeds.write_text("standard-01: '0x" + "cd" * 16 + "'\n")
     r = config.load(["world=standard-01", "world.seed=null", f"seeds={seeds}"])
     assert r.seed == int("cd" * 16, 16)
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["world=standard-01"], "world"),
+    (["panel.worlds=[standard-01,nope]"], "panel.worlds"),
+    (["panel.worlds=[null-01,null-01]"], "panel.worlds"),
+    (["panel=paper-v2"], "panel"),
+    (["jobs=0"], "jobs"),
+    (["panel=paper-v1"], "world.seed"),  # held-out worlds without seeds=
+    (["+panel.colour=red"], "panel.colour"),
+])
+def test_panel_command_is_one_line_before_compute(argv, field, tmp_path, monkeypatch, capsys):
+    import pipeline.panel as panel_mod
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(panel_mod, "execute", lambda *a, **k: pytest.fail("compute started"))
+    assert panel_mod.main([*argv, f"out={tmp_path}/out"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {field}") and "valid: " in err[0], err
+    assert os.listdir(tmp_path) == []
