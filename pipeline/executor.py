@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from typing import Any, Callable, Iterable
 
 
@@ -167,18 +168,21 @@ def make_executor(cluster_cfg, processes: bool = True, announce: bool | None = N
         return DaskExecutor(client)
     n_workers = cluster_cfg.n_workers or max(1, os.cpu_count() or 1)
     dashboard = cluster_cfg.get("dashboard_address")
-    cluster = LocalCluster(
-        n_workers=n_workers,
-        threads_per_worker=int(cluster_cfg.threads_per_worker),
-        processes=processes,
-        memory_limit=cluster_cfg.memory_limit,
-        dashboard_address=dashboard,
-        silence_logs=40,
-        # Parallelism comes from the workers: each task's Numba kernels run on
-        # threads_per_worker threads (set per task, see _numba_threads), so N
-        # workers use N cores and adding workers scales the build.
-        **({} if not processes else {"env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}),
-    )
+    with warnings.catch_warnings():
+        # "Port 8787 is already in use ... on port N instead": the link printed below has the real port
+        warnings.filterwarnings("ignore", message="Port .* is already in use")
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=int(cluster_cfg.threads_per_worker),
+            processes=processes,
+            memory_limit=cluster_cfg.memory_limit,
+            dashboard_address=dashboard,
+            silence_logs=40,
+            # Parallelism comes from the workers: each task's Numba kernels run on
+            # threads_per_worker threads (set per task, see _numba_threads), so N
+            # workers use N cores and adding workers scales the build.
+            **({} if not processes else {"env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}),
+        )
     client = Client(cluster)
     if announce:
         link = dashboard_link(client, dashboard) if dashboard else None

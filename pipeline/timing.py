@@ -135,8 +135,10 @@ class Progress:
             parts.append(f"{done}/{total} tasks")
         if written >= 1e6:
             parts.append(f"{written / 1e6:,.1f} MB written ({written / 1e6 / max(seconds, 1e-9):,.1f} MB/s)")
-        elif written > 0:
+        elif written >= 1e3:
             parts.append(f"{written / 1e3:,.0f} kB written")
+        elif written > 0:
+            parts.append(f"{written} B written")
         return (": " + ", ".join(parts)) if parts else ""
 
     def _tick(self) -> None:
