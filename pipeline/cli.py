@@ -118,6 +118,8 @@ def run(app: App, argv: Optional[list] = None) -> int:
     except _ArgumentError as exc:
         return fail(f"arguments: {exc}; valid: {app.name} [--help] [--cfg job] [--info] [-m] [field=value ...] "
                     "(flags before or after all the overrides)")
+    except SystemExit as exc:  # --version printed Hydra's version
+        return exc.code if isinstance(exc.code, int) else 0
     for attr, flag in REFUSED_FLAGS.items():
         if getattr(args, attr, None) is not None:
             return fail(f"{flag}: {app.name} composes its own configs (pipeline/conf); valid: overrides such as world=<id> "
@@ -139,7 +141,10 @@ def run(app: App, argv: Optional[list] = None) -> int:
             stack.callback(shutil.rmtree, sweep_dir, True)
             extra = [f"hydra.sweep.dir={sweep_dir}"]
         stack.callback(SESSION.close)
-        _hydra_main(app, [*argv, *extra])
+        try:
+            _hydra_main(app, [*argv, *extra])
+        except SystemExit as exc:  # Hydra exits after --help, --version and its own errors
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return SESSION.status
 
 

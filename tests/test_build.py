@@ -352,18 +352,25 @@ def _cli(args, cwd, timeout=300, env=None):
     (["--shell-completion", "install=bash"], ["hydra_bash_completion"]),
     (["--version"], ["Hydra 1.3"]),
 ])
-def test_hydra_flags(args, expect, tmp_path):
-    proc = _cli(args, tmp_path)
-    assert proc.returncode == 0, proc.stderr
+def test_hydra_flags(args, expect, tmp_path, monkeypatch, capsys):
+    """In process (the real command is run by the next test and the wheel tests)."""
+    from pipeline.build import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 0
+    out = capsys.readouterr().out
     for text in expect:
-        assert text in proc.stdout, (text, proc.stdout[:2000])
+        assert text in out, (text, out[:2000])
     assert os.listdir(tmp_path) == [], "a Hydra flag wrote into the working folder"
 
 
-def test_shell_completion_query_names_worlds(tmp_path):
+def test_help_and_completion_query_as_commands(tmp_path):
+    proc = _cli(["--help"], tmp_path)
+    assert proc.returncode == 0 and "Config groups" in proc.stdout, proc.stderr
     env = dict(os.environ, COMP_LINE="dtw-build world=standard-0", COMP_POINT="26")
     proc = _cli(["--shell-completion", "query=bash"], tmp_path, env=env)
     assert proc.returncode == 0 and proc.stdout.split() == [f"world=standard-0{i}" for i in range(1, 6)], proc.stdout
+    assert os.listdir(tmp_path) == []
 
 
 def test_multirun_builds_each_world_on_one_cluster(tmp_path):
