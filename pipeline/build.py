@@ -14,6 +14,7 @@ import posixpath
 import sys
 import time
 from collections import deque
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -48,7 +49,7 @@ class _Tracked:
         return getattr(self._executor, name)
 
 
-def folder_size(output) -> callable:
+def folder_size(output) -> Callable[[], int]:
     """A function returning the bytes under the world's folder (work files included)."""
     if output.protocol in ("file", "local"):
         root = output.root

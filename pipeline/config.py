@@ -293,7 +293,7 @@ def parse_overrides(overrides: list[str], multirun: bool = False) -> list:
         raise ConfigError(" ".join(str(exc).split())) from None
     for ov in parsed:
         key = ov.get_key_element()
-        if key.split("/")[0].split(".")[0] == "hydra":
+        if ov.key_or_group.split("/")[0].split(".")[0] == "hydra":
             raise ConfigError(f"{key}: Hydra's own settings are fixed (no run folder, no .hydra copy of the config, no log "
                               "file next to a release); valid: overrides of world, scale, cluster, release, out, seeds")
         if ov.is_sweep_override() and not multirun:

@@ -74,7 +74,8 @@ def machine_memory() -> int:
 # --------------------------------------------------------------------------- checks
 
 
-def check(resolved: Resolved, own_executor: bool = True, concurrent: int = 1, scheduler: bool = True) -> Estimate:
+def check(resolved: Resolved, own_executor: bool = True, concurrent: int = 1, scheduler: bool = True,
+          disk: bool = True) -> Estimate:
     """Every machine check for one world build (``concurrent`` builds at once on
     one client, as a panel runs them); returns the size estimate."""
     cfg = resolved.cfg
@@ -82,7 +83,8 @@ def check(resolved: Resolved, own_executor: bool = True, concurrent: int = 1, sc
     check_out(str(cfg.out), str(cfg.world.id), str(cfg.cluster.kind))
     est = estimate(cfg)
     check_memory(cfg, est, concurrent)
-    check_disk(str(cfg.out), est, concurrent)
+    if disk:
+        check_disk(str(cfg.out), est.output)
     if own_executor and scheduler and cfg.cluster.kind == "address":
         check_scheduler(str(cfg.cluster.address))
     return est
@@ -174,7 +176,7 @@ def check_memory(cfg, est: Estimate, concurrent: int = 1) -> None:
                           "here, or a smaller cluster.chunk_blocks")
 
 
-def check_disk(url: str, est: Estimate, concurrent: int = 1) -> None:
+def check_disk(url: str, need: int) -> None:
     import shutil
 
     try:
@@ -188,7 +190,6 @@ def check_disk(url: str, est: Estimate, concurrent: int = 1) -> None:
     while not os.path.exists(path) and os.path.dirname(path) != path:
         path = os.path.dirname(path)
     free = shutil.disk_usage(path).free
-    need = est.output * max(1, concurrent)
     if need > free:
         raise ConfigError(f"out: the build needs about {human(need)} of disk and {path} has {human(free)} free; valid: a location "
                           "with more space, a smaller scale, or release=noimaging")
@@ -216,7 +217,12 @@ def check_scheduler(address: str, timeout: float = SCHEDULER_TIMEOUT) -> None:
 
 
 def check_all(worlds: list, own_executor: bool = True, concurrent: int = 1) -> None:
-    """Checks for several worlds built together (a panel, a multirun): the
-    scheduler is tried once."""
+    """Checks for several worlds built by one command (a panel, a multirun):
+    memory for ``concurrent`` builds at once, disk for all of them together,
+    the scheduler tried once."""
+    need: dict = {}
     for i, resolved in enumerate(worlds):
-        check(resolved, own_executor=own_executor, concurrent=concurrent, scheduler=(i == 0))
+        est = check(resolved, own_executor=own_executor, concurrent=concurrent, scheduler=(i == 0), disk=False)
+        need[str(resolved.cfg.out)] = need.get(str(resolved.cfg.out), 0) + est.output
+    for url, nbytes in need.items():
+        check_disk(url, nbytes)

@@ -173,6 +173,8 @@ MALFORMED = [
     ("seeds-no-entry", ["world=heldout-dcm-01", "seeds={tmp}/a-file"], "seeds"),
     ("hydra-run-dir", [W, "hydra.run.dir={tmp}/runs"], "hydra.run.dir"),
     ("hydra-logging", [W, "hydra/job_logging=default"], "hydra/job_logging"),
+    ("plus-hydra", [W, "+hydra.output_subdir=.hydra"], "+hydra.output_subdir"),
+    ("force-add-key", [W, "++world.flavour=x"], "world.flavour"),
     ("config-dir-flag", [W, "--config-dir={tmp}"], "--config-dir"),
     ("unknown-flag", [W, "--bogus"], "arguments: unrecognized arguments: --bogus"),
     ("source-date-epoch", [W], "SOURCE_DATE_EPOCH"),
