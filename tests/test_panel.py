@@ -250,11 +250,7 @@ def test_output_to_fsspec_urls(scheme, tmp_path, tiny_world_noimaging):
     fs, root = fsspec.core.url_to_fs(url)
     ref = digest_tree(tiny_world_noimaging)
     for rel, digest in ref.items():
-        data = fs.cat_file(f"{root}/all-biases/{rel}")
-        if rel.endswith("MANIFEST.json"):
-            doc = json.loads(data)
-            doc.pop("created")
-            data = json.dumps(doc, sort_keys=True).encode()
+        data = fs.cat_file(f"{root}/all-biases/{rel}")  # manifests included: they carry no clock time
         assert hashlib.sha256(data).hexdigest() == digest, rel
     assert not fs.exists(f"{root}/all-biases/.build")
 
