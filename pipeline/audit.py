@@ -1265,7 +1265,7 @@ def check_manifest_contents(rel: Release) -> Finding:
         return Finding("manifest_contents", False, "no MANIFEST.json: the release is incomplete")
     doc = json.load(open(path))
     problems = [f"unexpected key {k!r}" for k in sorted(set(doc) - _MANIFEST_KEYS)]
-    problems += [f"missing key {k!r}" for k in sorted({"files", "created", "generator_version"} - set(doc))]
+    problems += [f"missing key {k!r}" for k in sorted({"files", "generator_version"} - set(doc))]
     for f in doc.get("files", []):
         extra = set(f) - {"path", "size", "sha256"}
         if extra:
@@ -1274,7 +1274,8 @@ def check_manifest_contents(rel: Release) -> Finding:
         problems.append(f"bundle is {doc.get('bundle')!r}, not 'release'")
     if "scale" in doc and not re.fullmatch(r"[a-z0-9_-]{1,32}", str(doc["scale"])):
         problems.append(f"scale {doc['scale']!r} is not a scale name")
-    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d([+-]\d\d:\d\d|Z)?", str(doc.get("created", ""))):
+    # created is present only when the build ran with SOURCE_DATE_EPOCH (reproducible builds)
+    if "created" in doc and not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d([+-]\d\d:\d\d|Z)?", str(doc["created"])):
         problems.append(f"created {doc.get('created')!r} is not an ISO timestamp")
     for k in ("generator_version", "format_version"):
         if k in doc and not re.fullmatch(r"[0-9A-Za-z.+-]{1,32}", str(doc[k])):

@@ -411,7 +411,7 @@ def test_the_sandbox_runs_this_environment_and_masks_the_project(tiny_world_noim
         "spec = importlib.util.find_spec('pipeline')\n"
         "where = list(spec.submodule_search_locations) if spec else []\n"
         "content = sorted(sum((os.listdir(w) for w in where if os.path.isdir(w)), []))\n"
-        f"probe = [{str(package / 'config.py')!r}, {str(REPO / 'conf' / 'world' / 'standard-01.yaml')!r}]\n"
+        f"probe = [{str(package / 'config.py')!r}, {str(package / 'conf' / 'world' / 'standard-01.yaml')!r}]\n"
         "readable = [p for p in probe if os.path.exists(p)]\n"
         "print('REPORT ' + json.dumps({'prefix': sys.prefix, 'base': sys.base_prefix, 'content': content,"
         " 'readable': readable}))\n")

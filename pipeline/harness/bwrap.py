@@ -62,8 +62,9 @@ def project_paths() -> list[Path]:
     import pipeline  # the installed package, wherever it lives
     import kernels
 
+    # The package holds conf/ (pipeline/conf/world/*.yaml carry the development seeds).
     paths = {Path(pipeline.__file__).resolve().parent, Path(kernels.__file__).resolve().parent,
-             REPOSITORY / "conf", REPOSITORY / "worlds", REPOSITORY / "episodes"}
+             REPOSITORY / "worlds", REPOSITORY / "episodes"}
     return sorted(paths)
 
 
