@@ -9,6 +9,7 @@ needs no network for the dependencies and stays well under a minute.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -127,3 +128,48 @@ def test_installed_entry_points_are_hydra_apps(installed):
     proc = _run(python, ["-m", "pipeline.build"], elsewhere)
     assert proc.returncode == 2 and proc.stderr.startswith("error: world: none chosen"), proc.stderr
     assert os.listdir(elsewhere) == []
+
+
+def test_agent_code_cannot_read_the_installed_seeds(installed, tmp_path):
+    """The sandbox binds the installed environment's site-packages; the project's package there
+    (pipeline/conf/world holds the development seeds) is masked by an empty folder."""
+    from pipeline.harness import isolation_status
+
+    ok, why = isolation_status()
+    if not ok:
+        pytest.skip(f"bubblewrap cannot isolate here: {why}")
+    _, python, elsewhere = installed
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "note.txt").write_text("a release\n")
+    code = r"""
+import json, sys
+from pathlib import Path
+from pipeline import paths
+from pipeline.harness.sandbox import Sandbox
+seeds = sorted(str(p) for p in paths.DEV_SEEDS_DIR.glob('*.yaml'))
+assert seeds, paths.DEV_SEEDS_DIR
+program = (
+    "import importlib.util, json\n"
+    f"seeds = {seeds!r}\n"
+    "readable = [p for p in seeds if os.path.exists(p)]\n"
+    "spec = importlib.util.find_spec('pipeline')\n"
+    "where = list(spec.submodule_search_locations) if spec else []\n"
+    "content = sorted(sum((os.listdir(w) for w in where if os.path.isdir(w)), []))\n"
+    "import numpy, pandas\n"
+    "print('REPORT ' + json.dumps({'readable': readable, 'content': content, 'prefix': sys.prefix}))\n")
+box = Sandbox(sys.argv[1], None, sys.argv[2], isolation='require')
+try:
+    run = box.run(program, 120)
+finally:
+    box.close()
+line = [l for l in run.stdout.splitlines() if l.startswith('REPORT ')]
+assert line, run.stdout + run.stderr
+print(json.dumps({'report': json.loads(line[0][7:]), 'prefix': sys.prefix, 'seeds': len(seeds)}))
+"""
+    proc = _run(python, ["-c", code, str(release), str(tmp_path / "state")], elsewhere)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert outcome["seeds"] >= 20
+    assert outcome["report"]["prefix"] == outcome["prefix"]  # the wheel's own venv runs the program
+    assert outcome["report"]["readable"] == [] and outcome["report"]["content"] == []

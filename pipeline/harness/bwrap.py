@@ -118,6 +118,30 @@ def site_dirs() -> list[str]:
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
 
 
+def _installed_path_dirs() -> list[str]:
+    """Folders on sys.path that hold installed distributions (added by a .pth file, PYTHONPATH or conda).
+
+    A folder that holds the project's own package without being a site folder (a
+    source checkout on the path) is left out: agent code never needs it.
+    """
+    project = Path(__file__).resolve().parents[1]
+    sites = {os.path.abspath(d) for d in site_dirs()}
+    out = []
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        try:
+            names = os.listdir(entry)
+        except OSError:
+            continue
+        if not any(n.endswith(".dist-info") for n in names):
+            continue
+        if os.path.abspath(entry) not in sites and contains(Path(os.path.abspath(entry)), project):
+            continue
+        out.append(entry)
+    return out
+
+
 def python_dirs() -> list[Path]:
     """The folders the interpreter and its packages live in (outermost only)."""
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, getattr(sys, "base_exec_prefix", sys.prefix)}
@@ -127,6 +151,7 @@ def python_dirs() -> list[Path]:
         except KeyError:
             pass
     candidates.update(site_dirs())
+    candidates.update(_installed_path_dirs())
     for hop in _symlink_hops(python_executable()):
         candidates.add(str(hop.parent))
     dirs = sorted({Path(os.path.abspath(c)) for c in candidates if c and os.path.isdir(c)}, key=lambda p: len(p.parts))
