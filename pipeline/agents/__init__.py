@@ -18,6 +18,7 @@ from .correlation import CorrelationAgent
 from .mr_knockdown import MRKnockdownAgent
 from .null import NullAgent
 from .openai_chat import OpenAIChatAgent, TransportError
+from .tells import TellsAgent
 from .truth import TruthAgent
 
 REGISTRY = {
@@ -28,6 +29,7 @@ REGISTRY = {
         AgentSpec("correlation", CorrelationAgent, description="non-omics phenotype, marginal protein screen"),
         AgentSpec("cis_mr", CisMRAgent, description="lead-variant Wald-ratio MR with an instrument-strength filter"),
         AgentSpec("mr_knockdown", MRKnockdownAgent, description="cis-MR, then experiments on what MR cannot settle"),
+        AgentSpec("tells", TellsAgent, description="exploit: roles read off role-blind statistics only (benchmark validity)"),
         AgentSpec("openai_chat", OpenAIChatAgent, description="an OpenAI-compatible /chat/completions endpoint",
                   options={name: "" for name in inspect.signature(OpenAIChatAgent.__init__).parameters
                            if name != "self"}),
@@ -57,6 +59,6 @@ def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:
 
 __all__ = [
     "Agent", "AgentSpec", "CisMRAgent", "CorrelationAgent", "EpisodeInfo", "MRKnockdownAgent", "NullAgent",
-    "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TransportError",
-    "TruthAgent", "create_agent",
+    "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TellsAgent",
+    "TransportError", "TruthAgent", "create_agent",
 ]

@@ -54,6 +54,7 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 from scipy import stats as st
+from scipy.special import chdtrc, ndtr, ndtri
 
 from . import features
 from .sealed_checks import WorldTruth, check_instruments, check_surrogate, check_t4
@@ -140,17 +141,14 @@ def percentiles(values: pd.Series, ordinary: list, proteins: Iterable) -> dict:
     """Mid-rank percentile of each of ``proteins`` among the ordinary proteins' finite values."""
     base = np.sort(values.reindex(ordinary).to_numpy(dtype=np.float64))
     base = base[np.isfinite(base)]
-    out = {}
-    if len(base) == 0:
-        return out
-    for p in proteins:
-        v = float(values.get(p, np.nan))
-        if not math.isfinite(v):
-            continue
-        below = np.searchsorted(base, v, side="left")
-        equal = np.searchsorted(base, v, side="right") - below
-        out[p] = (below + 0.5 * equal + 0.5) / (len(base) + 1)
-    return out
+    proteins = [p for p in proteins if p in values.index]
+    if len(base) == 0 or not proteins:
+        return {}
+    v = values.reindex(proteins).to_numpy(dtype=np.float64)
+    below = np.searchsorted(base, v, side="left")
+    equal = np.searchsorted(base, v, side="right") - below
+    u = (below + 0.5 * equal + 0.5) / (len(base) + 1)
+    return {p: float(x) for p, x, ok in zip(proteins, u, np.isfinite(v)) if ok}
 
 
 # ----------------------------------------------------------------------------- pooled tests
@@ -158,12 +156,12 @@ def percentiles(values: pd.Series, ordinary: list, proteins: Iterable) -> dict:
 
 def pooled_test(u: list) -> dict:
     """Shift and extremity tests of percentiles that are uniform under the null."""
-    z = st.norm.ppf(np.clip(np.asarray(u, dtype=np.float64), 1e-12, 1 - 1e-12))
+    z = ndtri(np.clip(np.asarray(u, dtype=np.float64), 1e-12, 1 - 1e-12))
     k = len(z)
     s = float(z.sum() / math.sqrt(k))
     q = float((z ** 2).sum())
-    p_shift = float(2 * st.norm.sf(abs(s)))
-    p_extreme = float(st.chi2.sf(q, k))
+    p_shift = float(2 * ndtr(-abs(s)))
+    p_extreme = float(chdtrc(k, q))
     return {"k": k, "z_shift": round(s, 3), "chi2": round(q, 3), "p_shift": p_shift, "p_extreme": p_extreme,
             "p": min(1.0, 2 * min(p_shift, p_extreme))}
 
@@ -202,8 +200,8 @@ def scan(results: list, alpha: float = 0.01) -> dict:
         if kind == PAIRED:
             if any(exemption(k, stat) for k in ("t4_driver", "t4_partner")):
                 exempt = exemption("t4_driver", stat) or exemption("t4_partner", stat)
-            d = [(st.norm.ppf(o["u_driver"]) - st.norm.ppf(o["u_partner"])) / math.sqrt(2) for o in obs]
-            test = pooled_test(list(st.norm.cdf(d)))
+            d = (ndtri(np.array([o["u_driver"] for o in obs])) - ndtri(np.array([o["u_partner"] for o in obs]))) / math.sqrt(2)
+            test = pooled_test(list(ndtr(d)))
             us = [o["u_driver"] for o in obs]
         else:
             us = [o["u"] for o in obs]
@@ -219,7 +217,7 @@ def scan(results: list, alpha: float = 0.01) -> dict:
     z_crit = float(st.norm.isf(threshold / 4))  # two tests, two-sided
     for r in rows:
         delta = (z_crit + 0.84) / math.sqrt(r["k"])
-        r["detectable_percentile"] = round(float(st.norm.sf(delta)), 5)
+        r["detectable_percentile"] = round(float(ndtr(-delta)), 5)
         r["verdict"] = "exempt" if r["exempt"] else ("FINDING" if r["p"] < threshold else "ok")
     rows.sort(key=lambda r: (r["verdict"] != "FINDING", r["p"]))
     sealed = sealed_verdicts(results, alpha)
@@ -390,7 +388,14 @@ def main(argv: Optional[list] = None) -> int:
     args = ap.parse_args(argv)
     if not 0 < args.alpha < 1:
         ap.error(f"--alpha: {args.alpha} is out of range; valid: 0 < alpha < 1")
-    report = run(args.root, args.alpha, max(1, args.jobs), args.worlds.split(",") if args.worlds else None)
+    if not os.path.isdir(args.root):
+        print(f"error: --tells {args.root}: no such folder; valid: a folder holding built worlds", file=sys.stderr)
+        return 2
+    try:
+        report = run(args.root, args.alpha, max(1, args.jobs), args.worlds.split(",") if args.worlds else None)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     out = args.json_out or os.path.join(args.root, "tells.json")
     with open(out, "w") as fh:
         json.dump(_json_ready(report), fh, indent=1)
