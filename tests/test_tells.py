@@ -169,15 +169,16 @@ def test_agent_reaches_no_exempt_statistic():
 
 def test_agent_claims_from_planted_outliers_and_nothing_from_ordinary_proteins():
     rng = np.random.default_rng(11)
-    cols = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2", "instrument.lead_r2"]
+    cols = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2", "instrument.conditional_r2",
+            "instrument.lead_r2"]
     # ordinary proteins: within 2.4 SD on every statistic, so none can pass the decoy thresholds
-    table = pd.DataFrame(np.clip(rng.standard_normal((300, 5)), -2.4, 2.4), index=[f"PROT_{i:04d}" for i in range(300)],
+    table = pd.DataFrame(np.clip(rng.standard_normal((300, 6)), -2.4, 2.4), index=[f"PROT_{i:04d}" for i in range(300)],
                          columns=cols)
     usable = list(cols)
     empty = tells_agent.tells_claims(table, usable)
     assert not empty["rejected"] and not empty["abstentions"] and not empty["nominated"]
-    table.loc["PROT_0007", cols[:4]] = [-4.0, -3.0, -3.5, -3.0]  # no transcript, factors, age term, partners
-    table.loc["PROT_0011", cols[:4]] = [-4.0, -3.0, 0.0, -1.0]  # no transcript, no factors
+    table.loc["PROT_0007", cols[:5]] = [-4.0, -3.0, -3.5, -3.0, 0.0]  # no transcript, factors, age term, partners
+    table.loc["PROT_0011", cols[:5]] = [-4.0, -3.0, -3.5, -2.0, 8.0]  # no transcript or factors; L's genetics
     table.loc["PROT_0020", "instrument.lead_r2"] = -9.0  # weakest instrument
     claims = tells_agent.tells_claims(table, usable)
     assert {(r["molecule"], r["mechanism"]) for r in claims["rejected"]} == {

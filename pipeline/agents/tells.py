@@ -14,10 +14,11 @@ leaked:
    protein whose value comes from a separate bias equation (issue 12's
    findings 1 and 2).  At most ``MAX_CANDIDATES``.
 2. Among them, the one least tied to anything else - the smallest sum of the
-   robust z of its age coefficient and of its mean squared correlation with the
-   other proteins, if below ``T1_Z`` - is rejected as confounding (a bias
-   equation without the ordinary covariate terms and with nothing of the
-   disease in it); the others as reverse causation.
+   robust z of its age coefficient, of its mean squared correlation with the
+   other proteins and of its second genetic signal (when positive), if below
+   ``T1_Z`` - is rejected as confounding (a bias equation without the ordinary
+   covariate terms and without the disease's genetics in it); the others as
+   reverse causation.
 3. When a non-confounding candidate exists (a delayed-effect partner looks
    like a reverse-causation decoy), the proteins with the weakest lead variants
    (the delayed driver's fixed weak instrument, finding 3) are abstained on
@@ -63,7 +64,8 @@ def usable_columns(table, exempt_patterns):
 
 def tells_claims(table, usable, each_z=-1.2, sum_z=-5.0, t1_z=-3.5, max_candidates=4):
     """Claims from role-blind statistics only (see the module docstring of pipeline.agents.tells)."""
-    needed = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2", "instrument.lead_r2"]
+    needed = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2", "instrument.conditional_r2",
+              "instrument.lead_r2"]
     claims = {"nominated": [], "directions": {}, "outcome_alignment": {}, "rejected": [], "abstentions": [],
               "confidence": 0.0}
     if any(c not in usable for c in needed):
@@ -74,7 +76,8 @@ def tells_claims(table, usable, each_z=-1.2, sum_z=-5.0, t1_z=-3.5, max_candidat
     candidates = list(score.loc[candidates.index].sort_values().index[:max_candidates])
     if not candidates:
         return claims
-    isolation = z.loc[candidates, "covariates.age"] + z.loc[candidates, "communality.mean_r2"]
+    isolation = (z.loc[candidates, "covariates.age"] + z.loc[candidates, "communality.mean_r2"]
+                 + z.loc[candidates, "instrument.conditional_r2"].clip(lower=0))
     confounded = [isolation.idxmin()] if isolation.min() < t1_z else []
     others = [c for c in candidates if c not in confounded]
     for protein in confounded:

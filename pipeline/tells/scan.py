@@ -1,6 +1,7 @@
 """The tell scan: can a role be read off a set of releases without causal reasoning?
 
     python -m pipeline.audit --tells <dir holding built worlds> [--json-out FILE] [--jobs N] [--alpha 0.01]
+        [--worlds id,id] [--cache DIR]
 
 Every subdirectory of ``<dir>`` holding ``release/`` and ``sealed/`` is one world.
 For each world the role-blind statistics of ``pipeline.tells.features`` are
@@ -364,14 +365,46 @@ def map_single_threaded(fn, *iterables, jobs: int = 1) -> list:
                 os.environ[k] = v
 
 
-def run(root: str, alpha: float = 0.01, jobs: int = 1, only: Optional[list] = None) -> dict:
+def _cache_key(world_dir: str, alpha_surrogate: float) -> str:
+    """Changes with the world's bytes (both manifests), the analysis code and the surrogate threshold."""
+    import hashlib
+
+    h = hashlib.sha256(repr(alpha_surrogate).encode())
+    for part in ("release/MANIFEST.json", "sealed/MANIFEST.json"):
+        path = os.path.join(world_dir, part)
+        h.update(open(path, "rb").read() if os.path.exists(path) else b"-")
+    here = os.path.dirname(os.path.abspath(__file__))
+    for module in ("features.py", "sealed_checks.py", "scan.py"):
+        h.update(open(os.path.join(here, module), "rb").read())
+    return h.hexdigest()[:20]
+
+
+def run(root: str, alpha: float = 0.01, jobs: int = 1, only: Optional[list] = None, cache: Optional[str] = None) -> dict:
+    """Analyse every world under ``root`` (``only``: these ids) and pool them.  With
+    ``cache``, per-world analyses are kept there and reused while the world's
+    manifests and this package's code are unchanged."""
+    import pickle
+
     dirs = world_dirs(root)
     if only:
         dirs = [d for d in dirs if os.path.basename(d) in only]
     if not dirs:
         raise ValueError(f"--tells {root}: no built worlds (subfolders holding release/ and sealed/)")
     alpha_surrogate = alpha * ALPHA_SHARES["surrogate"] / 2 / len(dirs)
-    results = map_single_threaded(analyse_world, dirs, [alpha_surrogate] * len(dirs), jobs=jobs)
+    cached: dict = {}
+    if cache:
+        os.makedirs(cache, exist_ok=True)
+        for d in dirs:
+            path = os.path.join(cache, f"{os.path.basename(d)}-{_cache_key(d, alpha_surrogate)}.pkl")
+            if os.path.exists(path):
+                cached[d] = pickle.load(open(path, "rb"))
+    todo = [d for d in dirs if d not in cached]
+    fresh = dict(zip(todo, map_single_threaded(analyse_world, todo, [alpha_surrogate] * len(todo), jobs=jobs))) if todo else {}
+    if cache:
+        for d, res in fresh.items():
+            with open(os.path.join(cache, f"{os.path.basename(d)}-{_cache_key(d, alpha_surrogate)}.pkl"), "wb") as fh:
+                pickle.dump(res, fh)
+    results = [cached.get(d) or fresh[d] for d in dirs]
     report = scan(results, alpha)
     report["root"] = os.path.abspath(root)
     return report
@@ -385,6 +418,7 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--alpha", type=float, default=0.01, help="family-wise false-positive rate of the scan (default 0.01)")
     ap.add_argument("--jobs", type=int, default=1, help="worlds analysed in parallel")
     ap.add_argument("--worlds", help="comma-separated world ids to include (default: all)")
+    ap.add_argument("--cache", help="keep per-world analyses here and reuse them while worlds and code are unchanged")
     args = ap.parse_args(argv)
     if not 0 < args.alpha < 1:
         ap.error(f"--alpha: {args.alpha} is out of range; valid: 0 < alpha < 1")
@@ -392,7 +426,8 @@ def main(argv: Optional[list] = None) -> int:
         print(f"error: --tells {args.root}: no such folder; valid: a folder holding built worlds", file=sys.stderr)
         return 2
     try:
-        report = run(args.root, args.alpha, max(1, args.jobs), args.worlds.split(",") if args.worlds else None)
+        report = run(args.root, args.alpha, max(1, args.jobs), args.worlds.split(",") if args.worlds else None,
+                     cache=args.cache)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
