@@ -30,6 +30,7 @@ from pipeline.agents import create_agent
 from pipeline.agents import tells as tells_agent
 from pipeline.config import WorldConfig
 from pipeline.harness import run_episode
+from pipeline.score import score
 from pipeline.tells import scan as tells_scan
 from pipeline.tells.sealed_checks import model_r2, role_kinds
 
@@ -70,7 +71,8 @@ def _build_set(root: Path, overrides: list) -> Path:
 def leaky_set(tmp_path_factory):
     overrides = _leak_overrides(LEAKS)
     root = _build_set(tmp_path_factory.mktemp("tells_leaky"), overrides)
-    return root, tells_scan.run(str(root), jobs=2)
+    results = tells_scan.analyse_all(str(root), jobs=2, cache=str(root / ".tells-cache"))
+    return root, tells_scan.scan(results), results
 
 
 # ----------------------------------------------------------------------------- statistics (no worlds)
@@ -202,7 +204,7 @@ def _failed(report, name):
 def test_scan_catches_each_leak_on_a_leaky_build(leaky_set):
     """Each of issue 12's six findings is caught where it shows: transcripts, communality and the
     weak instrument by their role kind's ranks; the others by the sealed checks."""
-    _, report = leaky_set
+    _, report, _ = leaky_set
     signatures = {
         "transcripts": [("transcript.r", "T1"), ("transcript.r", "T2"), ("transcript.r", "a9_partner")],
         "communality": [("communality.pc12", "T2"), ("communality.pc12", "a9_partner")],
@@ -228,25 +230,43 @@ def test_scan_finds_nothing_on_clean_worlds(tmp_path_factory):
 
 
 def test_tells_agent_exploits_a_leaky_build(leaky_set):
-    """The exploit scores at least null + 10 on average where the roles leak (one turn, budget 0)."""
-    root, _ = leaky_set
-    scores = {"null": [], "tells": []}
-    for world in sorted(p for p in root.iterdir() if (p / "release").is_dir()):
-        for name in scores:
-            result = run_episode(str(world), create_agent(name), budget=0, agent_name=name,
-                                 out=root / "episodes" / world.name / name, timeout=240)
-            assert result["episode"]["exit_reason"] == "submitted", result["episode"]
-            assert result["episode"]["spent"] == 0 and result["safety_penalty"] == 0.0
-            scores[name].append(result["total"])
-    gain = np.mean(scores["tells"]) - np.mean(scores["null"])
-    assert gain >= 10.0, scores
+    """The exploit scores at least null + 10 on average where the roles leak.  Its claims are
+    computed from the scan's own per-world statistics (the agent emits the same code) and
+    scored; one world is played through the harness to show the sandboxed agent makes
+    exactly these claims."""
+    root, _, results = leaky_set
+    exempt = [e.pattern for e in tells_scan.EXEMPT]
+    gains = {}
+    for res in results:
+        sealed = Path(res["dir"]) / "sealed"
+        truth = json.loads((sealed / "truth.json").read_text())
+        proteins = set(json.loads((sealed / "oracle.json").read_text())["proteins"])
+        table = res["table"]
+        claims = tells_agent.tells_claims(table, tells_agent.usable_columns(table, exempt), each_z=tells_agent.EACH_Z,
+                                          sum_z=tells_agent.SUM_Z, t1_z=tells_agent.T1_Z,
+                                          max_candidates=tells_agent.MAX_CANDIDATES)
+        ours, empty = (score(truth, c, None, None, None, None, [], proteins) for c in (claims, {}))
+        assert ours["safety_penalty"] == 0.0
+        gains[res["world"]] = (ours["total"], empty["total"], claims)
+    assert np.mean([t - n for t, n, _ in gains.values()]) >= 10.0, {w: g[:2] for w, g in gains.items()}
+    world = Path(results[1]["dir"])
+    played = {}
+    for name in ("null", "tells"):
+        played[name] = run_episode(str(world), create_agent(name), budget=0, agent_name=name,
+                                   out=root / "episodes" / world.name / name, timeout=240)
+        assert played[name]["episode"]["exit_reason"] == "submitted" and played[name]["episode"]["spent"] == 0
+    sandboxed = json.loads((Path(played["tells"]["episode"]["episode_dir"]) / "work" / "submission.json").read_text())
+    total, null_total, claims = gains[results[1]["world"]]
+    assert sandboxed == json.loads(json.dumps(claims))
+    assert played["tells"]["total"] == pytest.approx(total) and played["null"]["total"] == pytest.approx(null_total)
 
 
 def test_cli_writes_json_and_exits_1_on_findings(leaky_set, tmp_path):
-    root, _ = leaky_set
+    root, _, _ = leaky_set
     out = tmp_path / "tells.json"
     done = subprocess.run([sys.executable, "-m", "pipeline.audit", "--tells", str(root), "--json-out", str(out),
-                           "--worlds", "tells-1-hcm"], capture_output=True, text=True, cwd=REPO, timeout=600)
+                           "--worlds", "tells-1-hcm", "--cache", str(root / ".tells-cache")],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
     assert done.returncode == 1, done.stderr[-2000:]
     report = json.loads(out.read_text())
     assert not report["passed"] and report["findings"]

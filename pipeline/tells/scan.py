@@ -58,7 +58,7 @@ from scipy import stats as st
 from scipy.special import chdtrc, ndtr, ndtri
 
 from . import features
-from .sealed_checks import WorldTruth, check_instruments, check_surrogate, check_t4
+from .sealed_checks import POWER_Z, WorldTruth, check_instruments, check_surrogate, check_t4, surrogate_verdict
 
 ROLE_KINDS = ("driver", "a9_driver", "a9_partner", "t4_driver", "t4_partner", "surrogate",
               "T1", "T2", "T3", "T7", "T9")
@@ -122,7 +122,7 @@ def world_dirs(root: str) -> list:
     return out
 
 
-def analyse_world(world_dir: str, alpha_surrogate: float) -> dict:
+def analyse_world(world_dir: str) -> dict:
     """Role-blind statistics (release only), role kinds and the sealed checks of one world."""
     from ..genotypes_io import load_genotypes
 
@@ -133,7 +133,7 @@ def analyse_world(world_dir: str, alpha_surrogate: float) -> dict:
     table = features.protein_statistics(release, genotypes)
     contig, position = features.variant_positions(release, list(genotypes.columns))
     checks = [check_instruments(world_dir, wt, genotypes, contig, position),
-              check_surrogate(world_dir, wt, alpha_surrogate), check_t4(world_dir, wt)]
+              check_surrogate(world_dir, wt), check_t4(world_dir, wt)]
     return {"world": wt.world_id, "dir": world_dir, "archetype": wt.archetype, "kinds": wt.kinds,
             "table": table, "checks": checks, "seconds": round(time.perf_counter() - t0, 1)}
 
@@ -241,10 +241,14 @@ def scan(results: list, alpha: float = 0.01) -> dict:
 def sealed_verdicts(results: list, alpha: float) -> list:
     """Per-world sealed checks plus the pooled T4 and surrogate tests."""
     out = []
+    surrogates = [c for res in results for c in res["checks"] if c["name"] == "surrogate" and c.get("applicable")]
+    z_surrogate = float(st.norm.isf(alpha * ALPHA_SHARES["surrogate"] / 2 / max(len(surrogates), 1)))
     for res in results:
         for c in res["checks"]:
-            if c["name"] in ("instruments_moving_l", "surrogate") and c.get("applicable", True):
+            if c["name"] == "instruments_moving_l":
                 out.append(c)
+            elif c["name"] == "surrogate" and c.get("applicable"):
+                out.append(surrogate_verdict(c, z_surrogate))
     t4 = [c for res in results for c in res["checks"] if c["name"] == "t4_inseparable" and c.get("applicable")]
     if t4:
         a = alpha * ALPHA_SHARES["t4"] / 2  # half per world (Bonferroni over worlds), half pooled
@@ -268,7 +272,7 @@ def sealed_verdicts(results: list, alpha: float) -> list:
         z = sum(c["z_cardiac_death"] for c in deaths) / math.sqrt(len(deaths))
         expected = sum(c["expected_z_cardiac_death"] for c in deaths) / math.sqrt(len(deaths))
         z_crit = float(st.norm.isf(alpha * ALPHA_SHARES["surrogate"] / 2))
-        ok = z >= z_crit if expected >= 6.2 else z > -z_crit
+        ok = z >= z_crit if expected >= POWER_Z else z > -z_crit
         out.append({"name": "surrogate_cardiac_death_pooled", "world": "pooled", "passed": ok, "z": round(z, 2),
                     "expected_z": round(expected, 2), "detail": f"Stouffer z over {len(deaths)} worlds",
                     "problems": [] if ok else [f"the surrogate does not raise cardiac death over the worlds (z = {z:+.2f})"]})
@@ -365,11 +369,11 @@ def map_single_threaded(fn, *iterables, jobs: int = 1) -> list:
                 os.environ[k] = v
 
 
-def _cache_key(world_dir: str, alpha_surrogate: float) -> str:
-    """Changes with the world's bytes (both manifests), the analysis code and the surrogate threshold."""
+def _cache_key(world_dir: str) -> str:
+    """Changes with the world's bytes (both manifests) and the analysis code."""
     import hashlib
 
-    h = hashlib.sha256(repr(alpha_surrogate).encode())
+    h = hashlib.sha256()
     for part in ("release/MANIFEST.json", "sealed/MANIFEST.json"):
         path = os.path.join(world_dir, part)
         h.update(open(path, "rb").read() if os.path.exists(path) else b"-")
@@ -380,9 +384,16 @@ def _cache_key(world_dir: str, alpha_surrogate: float) -> str:
 
 
 def run(root: str, alpha: float = 0.01, jobs: int = 1, only: Optional[list] = None, cache: Optional[str] = None) -> dict:
-    """Analyse every world under ``root`` (``only``: these ids) and pool them.  With
-    ``cache``, per-world analyses are kept there and reused while the world's
-    manifests and this package's code are unchanged."""
+    """Analyse every world under ``root`` (``only``: these ids) and pool them into the report."""
+    report = scan(analyse_all(root, jobs, only, cache), alpha)
+    report["root"] = os.path.abspath(root)
+    return report
+
+
+def analyse_all(root: str, jobs: int = 1, only: Optional[list] = None, cache: Optional[str] = None) -> list:
+    """Per-world analyses (``analyse_world``) of every world under ``root``.  With
+    ``cache``, they are kept there and reused while the world's manifests and this
+    package's code are unchanged."""
     import pickle
 
     dirs = world_dirs(root)
@@ -390,24 +401,20 @@ def run(root: str, alpha: float = 0.01, jobs: int = 1, only: Optional[list] = No
         dirs = [d for d in dirs if os.path.basename(d) in only]
     if not dirs:
         raise ValueError(f"--tells {root}: no built worlds (subfolders holding release/ and sealed/)")
-    alpha_surrogate = alpha * ALPHA_SHARES["surrogate"] / 2 / len(dirs)
     cached: dict = {}
     if cache:
         os.makedirs(cache, exist_ok=True)
         for d in dirs:
-            path = os.path.join(cache, f"{os.path.basename(d)}-{_cache_key(d, alpha_surrogate)}.pkl")
+            path = os.path.join(cache, f"{os.path.basename(d)}-{_cache_key(d)}.pkl")
             if os.path.exists(path):
                 cached[d] = pickle.load(open(path, "rb"))
     todo = [d for d in dirs if d not in cached]
-    fresh = dict(zip(todo, map_single_threaded(analyse_world, todo, [alpha_surrogate] * len(todo), jobs=jobs))) if todo else {}
+    fresh = dict(zip(todo, map_single_threaded(analyse_world, todo, jobs=jobs))) if todo else {}
     if cache:
         for d, res in fresh.items():
-            with open(os.path.join(cache, f"{os.path.basename(d)}-{_cache_key(d, alpha_surrogate)}.pkl"), "wb") as fh:
+            with open(os.path.join(cache, f"{os.path.basename(d)}-{_cache_key(d)}.pkl"), "wb") as fh:
                 pickle.dump(res, fh)
-    results = [cached.get(d) or fresh[d] for d in dirs]
-    report = scan(results, alpha)
-    report["root"] = os.path.abspath(root)
-    return report
+    return [cached.get(d) or fresh[d] for d in dirs]
 
 
 def main(argv: Optional[list] = None) -> int:

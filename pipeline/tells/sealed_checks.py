@@ -178,13 +178,13 @@ def _z_of_r(r: float, n: int) -> float:
     return float(np.arctanh(np.clip(r, -0.999999, 0.999999)) * math.sqrt(max(n - 3, 1)))
 
 
-def check_surrogate(world_dir: str, wt: WorldTruth, alpha: float) -> dict:
-    """The surrogate's correlation with the imaging signature of L (must be significantly
-    negative) and its shift among cardiac deaths given L (must be positive when powered)."""
+def check_surrogate(world_dir: str, wt: WorldTruth) -> dict:
+    """The surrogate's correlation with the imaging signature of L and its shift among
+    cardiac deaths given L, as z-statistics; ``surrogate_verdict`` judges them."""
     surrogate = wt.truth.get("surrogate")
     base = {"name": "surrogate", "world": wt.world_id, "archetype": wt.archetype, "surrogate": surrogate}
     if not surrogate:
-        return {**base, "passed": True, "detail": "no surrogate in this world", "problems": [], "applicable": False}
+        return {**base, "applicable": False}
     sealed, release = os.path.join(world_dir, "sealed"), os.path.join(world_dir, "release")
     hidden = pd.read_parquet(os.path.join(sealed, "hidden_participants.parquet"))
     latent = pd.read_parquet(os.path.join(sealed, "latent.parquet")).reindex(hidden.index)
@@ -194,28 +194,20 @@ def check_surrogate(world_dir: str, wt: WorldTruth, alpha: float) -> dict:
     p = np.where(np.isfinite(p), p, np.nanmean(p))
     L = latent["latent"].to_numpy(dtype=np.float64)
     n = len(L)
-    z_crit = float(st.norm.isf(alpha))
-    problems, out = [], dict(base, applicable=True)
-    if not traits:
-        problems.append("sealed/hidden_participants.parquet carries no imaging trait channels: the surrogate's imaging "
-                        "signature cannot be checked")
-    else:
+    out = dict(base, applicable=True, traits=len(traits))
+    if traits:
         T = hidden[traits].to_numpy(dtype=np.float64)
         design = np.column_stack([np.ones(n), T])
         beta, *_ = np.linalg.lstsq(design, L, rcond=None)
         signature = design @ beta
         r_img = float(np.corrcoef(p, signature)[0, 1])
-        z_img = _z_of_r(r_img, n)
         # the surrogate's own imaging effect, beyond what it shares with L
         resid_p = p - np.polyval(np.polyfit(L, p, 1), L)
         resid_s = signature - np.polyval(np.polyfit(L, signature, 1), L)
-        r_partial = float(np.corrcoef(resid_p, resid_s)[0, 1])
-        weights = {t.removeprefix("trait_"): round(float(b), 4) for t, b in zip(traits, beta[1:])}
-        out.update(r_imaging=round(r_img, 4), z_imaging=round(z_img, 2), r_imaging_given_l=round(r_partial, 4),
-                   signature_weights=weights, imaging_signature_r_with_l=round(float(np.corrcoef(signature, L)[0, 1]), 4))
-        if not z_img <= -z_crit:
-            problems.append(f"the surrogate does not look protective on the {wt.archetype} imaging signature of L: "
-                            f"r = {r_img:+.3f} (z = {z_img:+.1f}; needs z <= -{z_crit:.2f})")
+        out.update(r_imaging=round(r_img, 4), z_imaging=round(_z_of_r(r_img, n), 2),
+                   r_imaging_given_l=round(float(np.corrcoef(resid_p, resid_s)[0, 1]), 4),
+                   signature_weights={t.removeprefix("trait_"): round(float(b), 4) for t, b in zip(traits, beta[1:])},
+                   imaging_signature_r_with_l=round(float(np.corrcoef(signature, L)[0, 1]), 4))
     mortality = pd.read_parquet(os.path.join(release, "mortality.parquet"))
     mortality.index = mortality.index.astype(str)
     died = mortality["cause"].astype("string").eq("cardiac").fillna(False).reindex(hidden.index.astype(str), fill_value=False)
@@ -227,22 +219,39 @@ def check_surrogate(world_dir: str, wt: WorldTruth, alpha: float) -> dict:
     k = int(d.sum())
     shift = float(resid[d].mean() - resid[~d].mean()) if 0 < k < n else 0.0
     se = float(resid.std() * math.sqrt(1.0 / max(k, 1) + 1.0 / max(n - k, 1)))
-    z_death = shift / se if se > 0 else 0.0
     hazard = float(((wt.config.get("world") or {}).get("bias_params") or {}).get("T8", {}).get("hazard", 0.40))
+    # score test of a log-hazard ratio per SD: E[z] ~ beta * SD * sqrt(deaths * survivors / n)
     expected = hazard * float(resid.std()) * math.sqrt(k * (n - k) / n) if n else 0.0
-    out.update(cardiac_deaths=k, z_cardiac_death=round(z_death, 2), expected_z_cardiac_death=round(expected, 2))
-    if expected >= POWER_Z:
-        if not z_death >= z_crit:
-            problems.append(f"the surrogate does not raise cardiac death given L: shift {shift:+.3f} SD among "
-                            f"{k} cardiac deaths (z = {z_death:+.1f}, expected {expected:.1f}; needs z >= {z_crit:.2f})")
-        out["cardiac_death_verdict"] = "checked"
-    else:
-        out["cardiac_death_verdict"] = f"underpowered (expected z {expected:.1f} < {POWER_Z}; pooled over worlds)"
-        if z_death <= -z_crit:
-            problems.append(f"the surrogate lowers cardiac death given L (z = {z_death:+.1f})")
-    out.update(passed=not problems, problems=problems,
-               detail=(f"imaging r {out.get('r_imaging', float('nan')):+.3f}, cardiac-death z {z_death:+.1f}"))
+    out.update(cardiac_deaths=k, death_shift_sd=round(shift, 4), z_cardiac_death=round(shift / se if se > 0 else 0.0, 2),
+               expected_z_cardiac_death=round(expected, 2))
     return out
+
+
+def surrogate_verdict(c: dict, z_crit: float) -> dict:
+    """Imaging: the surrogate must look significantly protective (z <= -z_crit).  Cardiac
+    death: significantly raised (z >= z_crit) when the world has the power (expected z at
+    least ``POWER_Z``); otherwise it is left to the pooled test, and only a significant
+    fall fails."""
+    problems = []
+    if not c.get("traits"):
+        problems.append("sealed/hidden_participants.parquet carries no imaging trait channels: the surrogate's imaging "
+                        "signature cannot be checked")
+    elif not c["z_imaging"] <= -z_crit:
+        problems.append(f"the surrogate does not look protective on the {c['archetype']} imaging signature of L: "
+                        f"r = {c['r_imaging']:+.3f} (z = {c['z_imaging']:+.1f}; needs z <= -{z_crit:.2f})")
+    z, expected = c["z_cardiac_death"], c["expected_z_cardiac_death"]
+    if expected >= POWER_Z:
+        verdict = "checked"
+        if not z >= z_crit:
+            problems.append(f"the surrogate does not raise cardiac death given L: shift {c['death_shift_sd']:+.3f} SD among "
+                            f"{c['cardiac_deaths']} cardiac deaths (z = {z:+.1f}, expected {expected:.1f}; needs z >= {z_crit:.2f})")
+    else:
+        verdict = f"underpowered (expected z {expected:.1f} < {POWER_Z}; judged pooled over worlds)"
+        if z <= -z_crit:
+            problems.append(f"the surrogate lowers cardiac death given L (z = {z:+.1f})")
+    return {**c, "passed": not problems, "problems": problems, "cardiac_death_verdict": verdict, "threshold": round(z_crit, 2),
+            "detail": f"imaging r {c.get('r_imaging', float('nan')):+.3f} (z {c.get('z_imaging', float('nan')):+.1f}), "
+                      f"cardiac-death z {z:+.1f} (expected {expected:.1f})"}
 
 
 # ----------------------------------------------------------------------------- T4
