@@ -8,7 +8,8 @@ Builds every world of the panel into ``<out>/<world>`` with ``release=noimaging`
 (participants are still selected and flagged; the scan needs no pixels, and the
 surrogate check reads the sealed imaging traits), then runs ``python -m
 pipeline.audit --tells <out>`` and prints its report; the JSON goes to
-``<out>/tells.json``.  Held-out worlds need seeds: ``--seeds`` names a sealed
+``<out>/tells.json`` and per-world analyses are cached in ``<out>/.tells-cache``
+(reused while a world and the scan's code are unchanged).  Held-out worlds need seeds: ``--seeds`` names a sealed
 seed file; without it, fixed test seeds derived from the world id are written to
 ``<out>/test-seeds.yaml`` (the same derivation as ``tests/test_panel.py``; they
 are not the benchmark's sealed seeds).  Exit status 1 when the scan finds a tell.
@@ -62,7 +63,7 @@ def main(argv: list | None = None) -> int:
     print(f"panel {args.panel} at scale {args.scale} without pixels: built in {built:.0f} s")
     t1 = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pipeline.audit", "--tells", str(out), "--jobs", str(args.jobs),
-                           "--json-out", str(out / "tells.json")], cwd=REPO)
+                           "--json-out", str(out / "tells.json"), "--cache", str(out / ".tells-cache")], cwd=REPO)
     print(f"scanned in {time.monotonic() - t1:.0f} s")
     return done.returncode
 
