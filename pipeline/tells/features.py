@@ -450,6 +450,8 @@ def protein_statistics(release, genotypes, max_subjects=None):
     stats["transcript.r"] = (site * tsite).mean(axis=0)
     stats["transcript.r_raw"] = (cohort * standardise_columns(traw)).mean(axis=0)
     stats["transcript.r_adjusted"] = (adjusted * tadjusted).mean(axis=0)
+    ranks = lambda x: standardise_columns(np.argsort(np.argsort(x, axis=0), axis=0).astype(np.float64))  # noqa: E731
+    stats["transcript.rank_minus_linear_r"] = (ranks(site) * ranks(tsite)).mean(axis=0) - stats["transcript.r"]
     cross = adjusted.T @ tadjusted / n
     np.fill_diagonal(cross, 0.0)
     stats["transcript.best_other_abs_r"] = np.abs(cross).max(axis=1)
@@ -482,6 +484,12 @@ def protein_statistics(release, genotypes, max_subjects=None):
         stats[f"covariates.{name}"] = values
     for name, values in group_statistics(cohort, centre).items():
         stats[f"covariates.{name}_raw"] = values
+    if "p21000_i0" in covariates.columns:
+        ancestry = covariates["p21000_i0"].astype(str).to_numpy()
+        stats["covariates.ancestry_mean_F"] = group_statistics(site, ancestry)["centre_mean_F"]
+    if "p53_i0" in covariates.columns:
+        day = np.array(pd.to_datetime(covariates["p53_i0"], errors="coerce").astype("int64"), dtype=np.float64)
+        stats["covariates.assessment_date_r"] = (site * standardise_columns(day[:, None])).mean(axis=0)
 
     # --- distribution shape
     for name, values in shape_statistics(site).items():
