@@ -273,6 +273,15 @@ def test_cli_writes_json_and_exits_1_on_findings(leaky_set, tmp_path):
     assert "tell scan of 1 world(s)" in done.stdout and "exempt planted signals" in done.stdout
 
 
+def test_an_unreadable_world_fails_the_scan(tmp_path):
+    for part in ("release", "sealed"):
+        (tmp_path / "broken" / part).mkdir(parents=True)
+    report = tells_scan.run(str(tmp_path))
+    assert not report["passed"]
+    assert [c["name"] for c in report["sealed_checks"]] == ["world_analysed"]
+    assert "truth.json" in report["findings"][0]
+
+
 def test_cli_rejects_a_folder_without_worlds(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pipeline.audit", "--tells", str(tmp_path)], capture_output=True,
                           text=True, cwd=REPO, timeout=120)

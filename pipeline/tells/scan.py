@@ -138,6 +138,14 @@ def analyse_world(world_dir: str) -> dict:
             "table": table, "checks": checks, "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def analyse_world_safely(world_dir: str) -> dict:
+    """``analyse_world``, or a record of why the world could not be analysed (a finding, never a silent pass)."""
+    try:
+        return analyse_world(world_dir)
+    except Exception as exc:  # an unreadable world fails the scan with its reason
+        return {"world": os.path.basename(world_dir), "dir": world_dir, "error": f"{type(exc).__name__}: {exc}"}
+
+
 def percentiles(values: pd.Series, ordinary: list, proteins: Iterable) -> dict:
     """Mid-rank percentile of each of ``proteins`` among the ordinary proteins' finite values."""
     base = np.sort(values.reindex(ordinary).to_numpy(dtype=np.float64))
@@ -170,7 +178,9 @@ def pooled_test(u: list) -> dict:
 def scan(results: list, alpha: float = 0.01) -> dict:
     """Pool the per-world results into the report."""
     alpha_ranks = alpha * ALPHA_SHARES["ranks"]
-    stats_names = [c for c in results[0]["table"].columns if c not in NOT_RANKED]
+    broken = [r for r in results if "error" in r]
+    results = [r for r in results if "error" not in r]
+    stats_names = list(dict.fromkeys(c for r in results for c in r["table"].columns if c not in NOT_RANKED))
     cells: dict = {}
     for res in results:
         table, kinds = res["table"], res["kinds"]
@@ -180,6 +190,8 @@ def scan(results: list, alpha: float = 0.01) -> dict:
             if protein in table.index:
                 by_kind.setdefault(kind, []).append(protein)
         for stat in stats_names:
+            if stat not in table.columns:
+                continue
             values = table[stat]
             u = percentiles(values, ordinary, list(kinds))
             for protein, kind in kinds.items():
@@ -221,7 +233,9 @@ def scan(results: list, alpha: float = 0.01) -> dict:
         r["detectable_percentile"] = round(float(ndtr(-delta)), 5)
         r["verdict"] = "exempt" if r["exempt"] else ("FINDING" if r["p"] < threshold else "ok")
     rows.sort(key=lambda r: (r["verdict"] != "FINDING", r["p"]))
-    sealed = sealed_verdicts(results, alpha)
+    sealed = sealed_verdicts(results, alpha) + [
+        {"name": "world_analysed", "world": r["world"], "passed": False, "detail": "could not be analysed",
+         "problems": [r["error"]]} for r in broken]
     findings = [r for r in rows if r["verdict"] == "FINDING"]
     failed_checks = [c for c in sealed if not c["passed"]]
     return {
@@ -409,9 +423,11 @@ def analyse_all(root: str, jobs: int = 1, only: Optional[list] = None, cache: Op
             if os.path.exists(path):
                 cached[d] = pickle.load(open(path, "rb"))
     todo = [d for d in dirs if d not in cached]
-    fresh = dict(zip(todo, map_single_threaded(analyse_world, todo, jobs=jobs))) if todo else {}
+    fresh = dict(zip(todo, map_single_threaded(analyse_world_safely, todo, jobs=jobs))) if todo else {}
     if cache:
         for d, res in fresh.items():
+            if "error" in res:
+                continue
             with open(os.path.join(cache, f"{os.path.basename(d)}-{_cache_key(d)}.pkl"), "wb") as fh:
                 pickle.dump(res, fh)
     return [cached.get(d) or fresh[d] for d in dirs]
