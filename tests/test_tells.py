@@ -276,7 +276,7 @@ def test_cli_writes_json_and_exits_1_on_findings(leaky_set, tmp_path):
 def test_an_unreadable_world_fails_the_scan(tmp_path):
     for part in ("release", "sealed"):
         (tmp_path / "broken" / part).mkdir(parents=True)
-    report = tells_scan.run(str(tmp_path))
+    report = tells_scan.scan([tells_scan.analyse_world_safely(str(tmp_path / "broken"))])
     assert not report["passed"]
     assert [c["name"] for c in report["sealed_checks"]] == ["world_analysed"]
     assert "truth.json" in report["findings"][0]
