@@ -79,7 +79,11 @@ class Exemption:
         return kind in self.kinds and re.fullmatch(self.pattern, stat) is not None
 
 
-#: The planted signals: what a trap is meant to show (SPEC section 3), never a tell.
+#: The planted signals: what a trap is meant to show (SPEC section 3), never a tell.  Only
+#: statistics that measure the planted association itself are exempt (T1's association with
+#: BMI, T4's shared locus and co-regulation, T9's per-site scale); other consequences of a
+#: planted path (a decoy's stability between visits, the imprint of L on the proteins that
+#: follow it) are tested, since the generator can make them look ordinary.
 EXEMPT = (
     Exemption(("t4_driver", "t4_partner"),
               r"instrument\.(share_same_lead|share_window|max_ld_other_lead|n_linked_leads|lead_moves_proteins)",
@@ -91,11 +95,11 @@ EXEMPT = (
                        r"|visit2\.(r|mean_change|sd_ratio)_raw",
               "T9's planted site scale and shape: one centre reports 2.2 P + 1.1 (raw values only; the site-normalised "
               "twins are tested)"),
-    Exemption(("T1",), r"covariates\.(bmi|bmi_squared|r2|distance|centre_mean_F_raw)|transcript\.covariate_(bmi|r2)"
-                       r"|communality\.raw_pc12",
+    Exemption(("T1",), r"covariates\.(bmi|bmi_squared|r2|distance|centre_mean_F_raw|ancestry_mean_F)"
+                       r"|transcript\.covariate_(bmi|r2)|communality\.raw_pc12",
               "T1's planted confounding path: the decoy is 0.55 z(BMI) + ... (SPEC section 4), so its BMI terms (and "
-              "the centres' BMI composition in its raw centre means) are the trap itself; the BMI-free covariate "
-              "distance is tested"),
+              "the BMI composition of centres and ancestry groups in its group means) are the trap itself; the "
+              "BMI-free covariate distance is tested"),
 )
 #: Statistics that are identifiers or labels, not numbers to rank.
 NOT_RANKED = ("instrument.lead_variant",)
@@ -391,9 +395,12 @@ def _cache_key(world_dir: str) -> str:
     for part in ("release/MANIFEST.json", "sealed/MANIFEST.json"):
         path = os.path.join(world_dir, part)
         h.update(open(path, "rb").read() if os.path.exists(path) else b"-")
+    import inspect
+
     here = os.path.dirname(os.path.abspath(__file__))
-    for module in ("features.py", "sealed_checks.py", "scan.py"):
+    for module in ("features.py", "sealed_checks.py"):
         h.update(open(os.path.join(here, module), "rb").read())
+    h.update(inspect.getsource(analyse_world).encode())  # the rest of this module only pools and reports
     return h.hexdigest()[:20]
 
 
