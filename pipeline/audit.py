@@ -2,6 +2,7 @@
 a role, a latent value or a hidden parameter (SPEC sections 3, 5 and 6).
 
     python -m pipeline.audit <world_dir> [--against <other_world_dir>] [--json]
+    python -m pipeline.audit --tells <dir holding built worlds> [--json-out FILE]   (pipeline.tells.scan)
 
 ``audit(world_dir, against=None) -> dict`` returns the report; the CLI prints a
 table of findings and exits 1 when any fails.  ``sealed/`` is read only to know
@@ -1782,6 +1783,11 @@ def format_table(report: dict) -> str:
 
 
 def main(argv: list | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--tells" in argv:  # the cross-world tell scan (pipeline.tells) has its own options
+        from .tells.scan import main as tells_main
+
+        return tells_main([a for a in argv if a != "--tells"])
     ap = argparse.ArgumentParser(prog="python -m pipeline.audit", description=__doc__.split("\n\n")[0])
     ap.add_argument("world_dir", help="a built world: <out>/<id> holding release/ and sealed/")
     ap.add_argument("--against", help="the same world built with another world.roles_salt (role-shuffle invariance)")
