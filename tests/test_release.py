@@ -268,3 +268,104 @@ def test_data_dictionary_says_where_codings_differ_from_uk_biobank(rel):
     with open(os.path.join(rel.root, "data_dictionary.md")) as fh:
         md = fh.read()
     assert "## Differences from UK Biobank's codings" in md and "## Visits and the `imaged` flag" in md
+
+
+# ----------------------------------------------------------------------------- validation output
+
+def _report(checks, plots=None) -> dict:
+    rows = [c.as_dict() for c in checks]
+    return {"world_id": "w", "n_checks": len(rows), "n_failed": sum(r["status"] == "FAIL" for r in rows),
+            "checks": rows, "_plots": plots or {}}
+
+
+def _checks():
+    from pipeline.validation.core import Check, at_least, band, underpowered
+
+    return [
+        band("age mean (years)", "calibration", 60.2, 60.3, 0.9),
+        band("imaged fraction", "calibration", 0.5, 0.2, 0.01),
+        Check("LD by distance", "calibration", float("nan"), None, None, None, False, "S1.1", "only 3 pairs",
+              level="calibration"),
+        band("T2: decoy loading on L", "mechanisms", 0.47, 0.5, 0.09, level="fidelity"),
+        underpowered("T2: strong association with a null instrument", "mechanisms", 4.96, 5.0, "n = 1200"),
+        at_least("T8: surrogate raises cardiac deaths (z)", "mechanisms", 5.9, 3.0),
+        Check("analyst phenotype |r| with L", "mechanisms", 0.73, None, None, None, True, "", level="analyst"),
+        Check("best single-protein |r| with L", "imaging", 0.55, None, None, None, True, "", level="calibration"),
+        Check("trace figure t1_mean", "imaging", 1010.0, 1000.0, 975.0, 1025.0, True, "S2",
+              "T3 world: reported, not checked", level="calibration", skipped=True),
+    ]
+
+
+def test_underpowered_reason_has_no_rounding_artefact():
+    from pipeline.validation.core import below, underpowered
+
+    assert below(4.96, 5.0) == ("4.96", "5")
+    assert below(4.99999, 5.0) == ("4.99999", "5")
+    assert below(2.13, 5.0) == ("2.1", "5")
+    c = underpowered("x", "mechanisms", 4.96, 5.0, "n = 1200").as_dict()
+    assert c["status"] == "skipped" and c["section"] == "analyst" and c["expected_z"] == 4.96
+    assert c["detail"] == "underpowered at this scale: expected |z| 4.96, below the 5 needed. n = 1200"
+
+
+def test_console_shows_sections_reasons_and_reported_rows():
+    from pipeline.validation.core import format_console
+
+    text = format_console(_report(_checks()))
+    lines = text.splitlines()
+    heads = [line for line in lines if line.startswith("== ")]
+    assert [h.split(":")[0] for h in heads] == ["== Calibration", "== Fidelity", "== Analyst view", "== Imaging"]
+    assert heads[0].endswith("(1 PASS, 2 FAIL)") and heads[2].endswith("(1 PASS, 1 skipped, 1 reported)")
+
+    def result(name):
+        return next(line for line in lines if name in line).split()[-1]
+
+    assert result("analyst phenotype |r| with L") == "reported"
+    assert result("best single-protein |r|") == "reported"
+    assert result("LD by distance") == "FAIL"  # no criterion, but it could not be computed
+    assert result("imaged fraction") == "FAIL" and result("age mean") == "PASS"
+    i = next(k for k, line in enumerate(lines) if "strong association with a null instrument" in line)
+    assert result("strong association") == "skipped"
+    assert lines[i + 1] == "    why skipped: underpowered at this scale: expected |z| 4.96, below the 5 needed. n = 1200"
+    assert "5.0 < 5.0" not in text
+    assert "why skipped: T3 world: reported, not checked" in text
+    assert lines[-1] == "w: 9 checks: 3 PASS, 2 FAIL, 2 skipped, 2 reported"
+
+
+def test_html_report_has_a_summary_then_sections_and_figures_that_fit(tmp_path):
+    from html.parser import HTMLParser
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pipeline.validation.report import write_html
+
+    def wide_figure():
+        fig, ax = plt.subplots(figsize=(16, 3))  # 1,440 px at the report's 90 dpi: wider than the page
+        ax.plot([0, 1], [0, 1])
+        return fig
+
+    path = tmp_path / "validation.html"
+    write_html(_report(_checks(), {"wide": {"draw": wide_figure}}), str(path))
+    text = path.read_text()
+
+    class Outline(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.h2, self.imgs = [], 0
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "h2":
+                self.h2.append(dict(attrs).get("id"))
+            self.imgs += tag == "img"
+
+    outline = Outline()
+    outline.feed(text)
+    assert outline.h2 == ["summary", "calibration", "fidelity", "analyst", "imaging", "plots"]
+    assert outline.imgs == 1
+    assert "figure img{max-width:100%;height:auto" in text
+    summary = text[text.index("id='summary'"):text.index("id='calibration'")]
+    assert "2 figures off their band." in summary and "imaged fraction" in summary and "LD by distance" in summary
+    assert "<td><a href='#analyst'>analyst</a></td><td>1</td><td>0</td><td>1</td><td>1</td>" in summary
+    assert "expected |z| 4.96, below the 5 needed" in text and ">reported<" in text
