@@ -360,10 +360,15 @@ def _cli(args, cwd, timeout=300, env=None):
 ])
 def test_hydra_flags(args, expect, tmp_path, monkeypatch, capsys):
     """In process (the real command is run by the next test and the wheel tests)."""
+    import logging
+
     from pipeline.build import main
 
     monkeypatch.chdir(tmp_path)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     assert main(args) == 0
+    assert (root.handlers, root.level) == (handlers, level), "the app left the caller's logging changed"
     out = capsys.readouterr().out
     for text in expect:
         assert text in out, (text, out[:2000])
