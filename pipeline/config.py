@@ -33,6 +33,9 @@ DECOY_MECHANISM = {
     "T9": "measurement_artifact",
 }
 SCALES = ("tiny", "small", "paper", "biobank")
+# Test-only switches of world.test_leaks: each restores one role tell or unplanned
+# trap the generator used to have (issue 12), so the tell scan can be shown to catch it.
+TEST_LEAKS = ("transcripts", "communality", "weak_instrument", "cis_sharing", "t8_signs", "t4_separable")
 CLUSTER_KINDS = ("local", "sync", "address")
 IMAGING_LAYOUTS = ("npz", "zarr", "none")
 # Participants per random-number block.  Fixed forever: changing it changes every world.
@@ -54,7 +57,7 @@ class ScaleConfig:
     participants: int = 1200  #: cohort size
     imaged: int = 240  #: participants with baseline cardiac MRI (top of the selection score)
     proteins: int = 300  #: plasma proteins (each paired with one transcript)
-    variants: int = 512  #: genotyped variants over 22 chromosomes
+    variants: int = 1024  #: genotyped variants over 22 chromosomes
     metabolites: int = 40  #: plasma metabolites
 
 
@@ -86,14 +89,14 @@ class ReleaseConfig:
 
 @dataclass
 class T1Params:
-    bmi_loading: float = 0.55  #: decoy = z[0.55 z(BMI) + sqrt(h2) G_cis + 0.8 eps]
-    residual: float = 0.8
+    bmi_loading: float = 0.55  #: decoy = z[ordinary protein + 0.55 z(BMI)], residual sqrt(0.8^2 - 0.55^2)
+    residual: float = 0.8  #: the supplement's residual, used only by the test_leaks=communality equation
 
 
 @dataclass
 class T2Params:
-    latent_loading: float = 0.50  #: decoy = z[0.50 L + sqrt(h2) G_cis + 0.75 eps]
-    residual: float = 0.75
+    latent_loading: float = 0.50  #: decoy = z[ordinary protein + 0.50 L], residual sqrt(0.8^2 - 0.50^2)
+    residual: float = 0.75  #: the supplement's residual, used only by the test_leaks=communality equation
 
 
 @dataclass
@@ -131,9 +134,7 @@ class T7Params:
 @dataclass
 class T8Params:
     hazard: float = 0.40  #: + 0.40 P_T8 in the cardiac log-hazard
-    edv: float = -0.20  #: surrogate loadings on the standardised imaging traits
-    esv: float = -0.30
-    wall: float = 0.15
+    imaging: float = 1.0  #: scale of the imaging effect delta_k = -imaging c_a alpha_a,k (c_a per archetype; 0 = none)
 
 
 @dataclass
@@ -149,9 +150,9 @@ class T9Params:
 class A9Params:
     late_ratio: List[float] = field(default_factory=lambda: [1.15, 1.45])  #: |w_late| / max other |w|
     base_fraction: List[float] = field(default_factory=lambda: [0.04, 0.10])  #: |w_base| / |w_late|
-    partner_latent: float = 0.50  #: partner = z[0.50 L_late + sqrt(h2) G_cis + 0.75 eps]
-    partner_residual: float = 0.75
-    driver_h2: float = 0.02  #: the delayed driver's weak cis instrument
+    partner_latent: float = 0.50  #: partner = z[ordinary protein + 0.50 L_late], residual sqrt(0.8^2 - 0.50^2)
+    partner_residual: float = 0.75  #: the supplement's residual, used only by the test_leaks=communality equation
+    driver_h2: float = 0.02  #: the delayed driver's fixed h2, used only by test_leaks=weak_instrument (else drawn from cis_h2_weak)
 
 
 @dataclass
@@ -200,7 +201,9 @@ class WorldConfig:
     n_drivers: int = 3  #: causal driver proteins (0 = null world)
     biases: List[str] = field(default_factory=lambda: ["T5", "T6", "T8"])
     driver_weight: List[float] = field(default_factory=lambda: [0.30, 0.45])  #: |w| ~ U(lo, hi)
-    cis_h2: List[float] = field(default_factory=lambda: [0.03, 0.25])  #: h2 ~ U(lo, hi)
+    cis_h2: List[float] = field(default_factory=lambda: [0.03, 0.25])  #: h2 ~ U(lo, hi) (the mixture's main component)
+    cis_h2_weak: List[float] = field(default_factory=lambda: [0.01, 0.03])  #: weak component of the h2 mixture (the A9 driver's)
+    cis_h2_weak_fraction: float = 0.25  #: share of proteins drawing h2 from the weak component
     af_beta: List[float] = field(default_factory=lambda: [0.734507, 1.064551])  #: q = 0.034381 + (0.5 - 0.034381) Beta(a, b)
     ld_decay_kb: float = 110.0  #: latent correlation exp(-|dpos| / ld_decay) between variants
     trans_fraction: float = 0.20  #: proteins with a trans (master-regulator) effect of sqrt(0.01)
@@ -217,6 +220,12 @@ class WorldConfig:
     n_centres: int = 10
     roles_salt: Optional[str] = None  #: re-deal the roles over protein identifiers (leak audit); None = the seed's own deal
     bias_params: BiasParams = field(default_factory=BiasParams)
+    #: TEST-ONLY, never in a benchmark world: names from TEST_LEAKS, each restoring one
+    #: role tell of the pre-issue-12 generator (transcripts mixed before the bias
+    #: equations, bias equations without factors and covariates, the A9 driver's fixed
+    #: weakest instrument, unconstrained cis loci, DCM-fixed surrogate imaging signs, a
+    #: T4 pair separable by association) so the tell scan can be shown to catch it.
+    test_leaks: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -380,6 +389,10 @@ def validate(cfg, seed_file_text: Optional[str] = None) -> Resolved:
         _need(w.n_drivers >= 2, f"world.n_drivers: {w.n_drivers} with A9; valid: >= 2 (the delayed driver's late weight is scaled to the largest other driver)")
     _pair("world.driver_weight", w.driver_weight, 0.0, 5.0)
     _pair("world.cis_h2", w.cis_h2, 0.0, 0.9)
+    _pair("world.cis_h2_weak", w.cis_h2_weak, 0.0, 0.9)
+    _range("world.cis_h2_weak_fraction", w.cis_h2_weak_fraction, 0, 1)
+    for name in w.test_leaks:
+        _need(name in TEST_LEAKS, f"world.test_leaks: unknown leak {name!r}; valid: {', '.join(TEST_LEAKS)}")
     _pair("world.concordance", w.concordance, 0.0, 1.0)
     _need(len(w.af_beta) == 2 and all(isinstance(v, (int, float)) and v > 0 for v in w.af_beta),
           f"world.af_beta: {list(w.af_beta)!r} is invalid; valid: [a, b] with a > 0 and b > 0")
