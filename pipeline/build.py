@@ -108,6 +108,7 @@ def _per_block_context(world, coh, v2cov) -> dict:
             "special": {p: v[lo:hi] for p, v in coh.special.items()},
             "special_tr": {p: v[lo:hi] for p, v in coh.special_tr.items()},
             "special_v2_path": {p: v[k0:k1] for p, v in coh.special_v2_path.items()},
+            "special_v2_eps": {p: v[k0:k1] for p, v in coh.special_v2_eps.items()},
             "visit2_rows": rows,
             "visit2_years": coh.visit2_years[lo:hi][rows],
             "visit2_bmi": v2cov["bmi"][lo:hi][rows],

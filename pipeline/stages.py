@@ -158,7 +158,7 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
         role_of = {p: role for role, p in world.special_proteins().items()}
         for p, path in ctx["special_v2_path"].items():
             g = mol.genotypes(world.protein_cis[[p]])[rows, 0]
-            raw2 = special_raw(world, role_of[p], p, prot2_raw[:, p], r2[:, p], g, path)[0]
+            raw2 = special_raw(world, role_of[p], p, prot2_raw[:, p], r2[:, p], ctx["special_v2_eps"][p], g, path)[0]
             mean, sd = shared["special_moments"][p]
             prot2[:, p] = (raw2 - mean) / sd
         timer.lap("molecules")

@@ -17,7 +17,7 @@ from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_
                      L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
                      OTHER_BASE, World)
 from ..world import PROTEIN_RESIDUAL
-from .molecules import _covariate_terms, finish_moments
+from .molecules import VISIT2_RESID_CARRY, _covariate_terms, finish_moments
 
 # Proteins whose equation a bias replaces: (bias, loading field, supplement residual field).
 SPECIAL_PATHS = {"T1": ("T1", "bmi_loading", "residual"), "T2": ("T2", "latent_loading", "residual"),
@@ -31,23 +31,24 @@ def special_residual(loading: float) -> float:
     return float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - loading ** 2, 0.0)))
 
 
-def special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, resid: np.ndarray, g_cis: np.ndarray,
-                path: np.ndarray, cov_terms: np.ndarray | None = None) -> tuple:
+def special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, ordinary_resid: np.ndarray, eps: np.ndarray,
+                g_cis: np.ndarray, path: np.ndarray, cov_terms: np.ndarray | None = None) -> tuple:
     """Raw value of a protein whose equation a bias replaces (T1, T2, the A9 partner):
-    the ordinary protein (cis, trans, factors, covariate terms; ``ordinary_raw``, whose
-    residual is 0.8 ``resid``) with its residual shrunk by ``special_residual`` plus the
-    planted path.  Returns (raw, biological part without the covariate terms, the part
-    that is neither path nor residual); the biological part is None without ``cov_terms``."""
+    the ordinary protein's cis, trans, factor and covariate terms (``ordinary_raw`` less
+    its residual 0.8 ``ordinary_resid``), the bias equation's own residual ``eps`` scaled
+    by ``special_residual``, and the planted path.  Returns (raw, biological part without
+    the covariate terms, the part that is neither path nor residual); the biological part
+    is None without ``cov_terms``."""
     bias, load_key, resid_key = SPECIAL_PATHS[role]
     bp = world.params["bias_params"][bias]
     loading = float(bp[load_key])
     if world.leaky("communality"):
         # test-only: the supplement's equation alone, without factors or covariate terms
         systematic = np.sqrt(world.protein_h2[p]) * g_cis
-        raw = loading * path + systematic + float(bp[resid_key]) * resid
+        raw = loading * path + systematic + float(bp[resid_key]) * eps
         return raw, raw, systematic
-    systematic = ordinary_raw - PROTEIN_RESIDUAL * resid
-    raw = systematic + special_residual(loading) * resid + loading * path
+    systematic = ordinary_raw - PROTEIN_RESIDUAL * ordinary_resid
+    raw = systematic + special_residual(loading) * eps + loading * path
     return raw, (None if cov_terms is None else raw - cov_terms), systematic
 
 
@@ -73,6 +74,7 @@ class Cohort:
     special: dict  # protein index -> released standardised value at baseline (special equations)
     special_tr: dict  # protein index -> its standardised transcript (from the final biological value)
     special_v2_path: dict  # protein index -> the planted path's value at visit 2 (visit-2 rows only)
+    special_v2_eps: dict  # protein index -> its own residual at visit 2 (visit-2 rows only)
     selection_score: np.ndarray
     imaged: np.ndarray
     visit2: np.ndarray
@@ -153,9 +155,10 @@ def assemble(world: World, cores: list) -> Cohort:
     tr_own = np.concatenate([c["special_tr_own"] for c in cores]) if specials else None
     cov_terms = _covariate_terms(pop)
     paths = {"T1": z_bmi, "T2": latent, "A9_partner": latent_late}
+    eps = {role: blocks.normal(world, f"special/{role}") for role, _ in specials}
     for k, (role, p) in enumerate(specials):
-        x, bio, sys_part = special_raw(world, role, p, raw[:, list(tracked).index(p)], resid[:, k], g_cis[p], paths[role],
-                                       cov_terms)
+        x, bio, sys_part = special_raw(world, role, p, raw[:, list(tracked).index(p)], resid[:, k], eps[role], g_cis[p],
+                                       paths[role], cov_terms)
         special_moments[p] = (x.mean(), x.std())
         special[p] = (x - x.mean()) / x.std()
         systematic[p] = sys_part / x.std()
@@ -183,12 +186,13 @@ def assemble(world: World, cores: list) -> Cohort:
         pop=pop, protein_mean=p_mean, protein_sd=p_sd, transcript_mean=t_mean, transcript_sd=t_sd,
         metabolite_mean=m_mean, metabolite_sd=m_sd, z_age=z_age, z_bmi=z_bmi, z_exercise=z_ex,
         proteins=proteins, g_cis=g_cis, latent=latent, latent_late=latent_late, special=special, special_tr=special_tr,
-        special_v2_path={},
+        special_v2_path={}, special_v2_eps={},
         selection_score=score, imaged=imaged, visit2=np.zeros(n, bool), visit2_years=np.full(n, np.nan),
         eval_mask=eval_mask, age_sd=float(pop["age"].std()), age_mean=float(pop["age"].mean()),
     )
     cohort.extras["special_moments"] = special_moments
     cohort.extras["special_systematic"] = systematic
+    cohort.extras["special_eps"] = eps
     cohort.extras["latent_raw_sd"] = latent_raw_sd
     cohort.extras["latent_late_raw_sd"] = latent_late_raw_sd
     cohort.extras["g_poly"] = g_poly
@@ -264,3 +268,8 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
     z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
     paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": cohort.latent_late}
     cohort.special_v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
+    # the bias equation's own residual renews as an ordinary protein's does (carry 0.6)
+    carry = VISIT2_RESID_CARRY
+    eps = cohort.extras["special_eps"]
+    cohort.special_v2_eps = {p: (carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, f"special_visit2/{role}"))[v2]
+                             for role, p in world.special_proteins().items()}
