@@ -520,6 +520,10 @@ def sample_world(resolved: Resolved) -> World:
         metabolite_pool = np.setdiff1d(np.arange(V), _linked_to(l_moving, contig, position, af, 1000.0 * float(w.ld_decay_kb)))
     metabolite_cis = mrng.choice(metabolite_pool, size=M, replace=True)
     metabolite_h2 = mrng.uniform(0.01, 0.10, M)
+    for a, m in coregulated:
+        # two assays of one abundance: their transcripts are alike in distribution too
+        for arr in (transcript_concordance, transcript_cis, transcript_master, transcript_loadings, transcript_cov):
+            arr[m] = arr[a]
     metabolite_loadings = mrng.normal(0.0, 0.25, (M, F))
     metabolite_cov = np.column_stack([mrng.normal(0.01, 0.01, M), mrng.normal(0.1, 0.1, M), mrng.normal(0.03, 0.02, M)])
 

@@ -15,7 +15,8 @@ the "outer 2 %" when its percentile is below 0.02 or above 0.98.  Then:
 4. unplanned instruments that move L: proteins other than the planted ones whose cis
    variant (sealed) is shared with or linked (expected r^2 > 0.05) to a driver's cis
    variant, the T7 variant or G_direct; also proteins whose genome-wide significant
-   lead variant (release only) is linked to one of those;
+   lead variant (release only) is linked to one of those (the T2 decoy and the A9
+   partner, which follow disease, counted apart: a driver's variant reaches them via L);
 5. T8: correlation of the surrogate with the archetype's own imaging signature of L
    (OLS prediction of L from the eight standardised imaging channels among the
    imaged, sealed) beside L's own, and the surrogate's adjusted log-hazard z for
@@ -155,10 +156,14 @@ def world_figures(d: str) -> dict:
         hit_lead, _ = linked_to(lead, m)
         for j in np.flatnonzero(hit_lead & (zlead > z_crit)):
             if pids[j] not in (owner, allowed):
-                lead_hits.append(pids[j])
+                # the T2 decoy and the A9 partner follow disease, so a driver's variant can
+                # lead their scan through L: their planted path, listed in the truth
+                through_l = pids[j] in (r["decoys"].get("T2"), r.get("a9_partner"))
+                lead_hits.append(pids[j] + (" (via L, planted)" if through_l else ""))
     out["unplanned_sealed"] = sorted(set(sealed_hits))
     out["unplanned_sealed_max_r2"] = max(max_r2) if max_r2 else 0.0
-    out["unplanned_lead"] = sorted(set(lead_hits))
+    out["unplanned_lead"] = sorted(set(h for h in lead_hits if "planted" not in h))
+    out["lead_via_l"] = sorted(set(h for h in lead_hits if "planted" in h))
     out["cis_placement"] = hid.get("cis_placement")
 
     # 5. T8
@@ -228,7 +233,8 @@ def summary(rows: list) -> list:
     lines.append("4. unplanned instruments that move L (sealed cis variants; release lead variants)")
     for w in rows:
         lines.append(f"  {w['world']:<22} sealed {len(w['unplanned_sealed']):>2} (max r2 {w['unplanned_sealed_max_r2']:.2f})  "
-                     f"lead {len(w['unplanned_lead']):>2}  placement {w.get('cis_placement')}")
+                     f"lead {len(w['unplanned_lead']):>2} (+{len(w.get('lead_via_l', []))} planted via L)  "
+                     f"fill {(w.get('cis_placement') or {}).get('fill', '-')}")
     lines.append("5. T8: r(surrogate, archetype's imaging signature of L) vs r(L, signature); cardiac-death z")
     for w in rows:
         if "t8_signature_r" in w:

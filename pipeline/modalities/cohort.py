@@ -260,16 +260,33 @@ def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> None:
 
 
 def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
-    """The planted paths of the bias equations at visit 2 (visit-2 rows): BMI then,
-    and L_late for the reverse-causation decoy and the A9 partner.  The omics stage
-    applies them to the proteins' ordinary visit-2 values and standardises with the
+    """The planted paths of the bias equations at visit 2 (visit-2 rows): BMI then, L_late
+    (disease then) for the reverse-causation decoy, and for the A9 partner, which tracks
+    disease five years ahead, disease five years after visit 2: L_late carried on as L
+    carried into L_late (correlation rho = r(L, L_late)) with fresh variation.  The omics
+    stage applies them to the proteins' ordinary visit-2 values and standardises with the
     baseline moments, so change is visible."""
     v2 = cohort.visit2
     z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
-    paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": cohort.latent_late}
+    rho = float(np.mean(cohort.latent * cohort.latent_late))  # both standardised; no BLAS in a written value
+    ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, "a9_partner/disease_ahead_visit2")
+    paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": ahead}
     cohort.special_v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
-    # the bias equation's own residual renews as an ordinary protein's does (carry 0.6)
-    carry = VISIT2_RESID_CARRY
+    # The planted path persists between visits more than an ordinary protein's residual
+    # does (BMI and disease change little in five years), so the bias equation's own
+    # residual renews faster, by just enough that the protein's visit-to-visit stability
+    # is an ordinary protein's: carry r'^2 + rho l^2 = 0.6 x 0.8^2.
+    before = {"T1": cohort.z_bmi, "T2": cohort.latent, "A9_partner": cohort.latent_late}
     eps = cohort.extras["special_eps"]
-    cohort.special_v2_eps = {p: (carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, f"special_visit2/{role}"))[v2]
-                             for role, p in world.special_proteins().items()}
+    cohort.special_v2_eps = {}
+    for role, p in world.special_proteins().items():
+        carry = VISIT2_RESID_CARRY
+        if not world.leaky("communality"):
+            bias, load_key, _ = SPECIAL_PATHS[role]
+            loading = float(world.params["bias_params"][bias][load_key])
+            x, y = before[role], paths[role]
+            rho = float(np.mean((x - x.mean()) * (y - y.mean())) / (x.std() * y.std()))
+            r2 = special_residual(loading) ** 2
+            carry = float(np.clip((VISIT2_RESID_CARRY * PROTEIN_RESIDUAL ** 2 - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0
+        renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, f"special_visit2/{role}")
+        cohort.special_v2_eps[p] = renewed[v2]
