@@ -18,16 +18,21 @@ def bivariate_normal_cdf(h, k, rho):
     h, k, rho = (np.atleast_1d(x).astype(float) for x in np.broadcast_arrays(h, k, rho))
     out = np.empty(h.shape)
     s = np.sqrt(1.0 - rho * rho)
+    zero = (h == 0) & (k == 0)
+    # Owen's formula divides by h and k; Phi2 is continuous, so a threshold of exactly 0
+    # (an allele frequency of exactly one half) is moved off zero by a negligible amount
+    # (T(h, a) tends to +-1/4 as h -> 0, which a literal h = 0 would lose)
+    h = np.where((h == 0) & ~zero, 1e-12, h)
+    k = np.where((k == 0) & ~zero, 1e-12, k)
     ph, pk = special.ndtr(h), special.ndtr(k)
     with np.errstate(divide="ignore", invalid="ignore"):
         ah = (k - rho * h) / (h * s)
         ak = (h - rho * k) / (k * s)
-    th = np.where(h == 0, 0.0, special.owens_t(h, np.nan_to_num(ah)))
-    tk = np.where(k == 0, 0.0, special.owens_t(k, np.nan_to_num(ak)))
-    delta = np.where((h * k < 0) | ((h * k == 0) & (h + k < 0)), 0.5, 0.0)
+    th = np.where(zero, 0.0, special.owens_t(h, np.nan_to_num(ah)))
+    tk = np.where(zero, 0.0, special.owens_t(k, np.nan_to_num(ak)))
+    delta = np.where(h * k < 0, 0.5, 0.0)
     out[:] = 0.5 * (ph + pk) - th - tk - delta
-    # exact special cases Owen's T mishandles
-    zero = (h == 0) & (k == 0)
+    # exact special cases
     out[zero] = 0.25 + np.arcsin(rho[zero]) / (2 * np.pi)
     indep = rho == 0
     out[indep] = ph[indep] * pk[indep]

@@ -19,8 +19,9 @@ the "outer 2 %" when its percentile is below 0.02 or above 0.98.  Then:
    partner, which follow disease, counted apart: a driver's variant reaches them via L);
 5. T8: correlation of the surrogate with the archetype's own imaging signature of L
    (OLS prediction of L from the eight standardised imaging channels among the
-   imaged, sealed) beside L's own, and the surrogate's adjusted log-hazard z for
-   cardiac death (release);
+   imaged, sealed) beside L's own, the same from the baseline pipeline's measurements
+   of the released pixels when the world has them, and the surrogate's adjusted
+   log-hazard z for cardiac death (release);
 6. T4: |r| of each member with L, and the z of the coefficient on their difference in
    a joint regression of L on both (plus the same for their transcripts and visit-2
    values against L_late).
@@ -179,6 +180,24 @@ def world_figures(d: str) -> dict:
         out["t8_signature_r"] = r8
         out["t8_signature_z"] = r8 * np.sqrt(ok.sum() - 2) / np.sqrt(1 - r8 * r8)
         out["L_signature_r"] = float(np.corrcoef(L[im], S)[0, 1])
+        feats_path = os.path.join(w.sealed, "imaging_features.parquet")
+        if os.path.exists(feats_path):
+            # the same from the baseline pipeline's measurements of the released pixels
+            # (cross-fitted OLS of L on every measured feature)
+            f = pd.read_parquet(feats_path)
+            f = f[[k for k in f.columns if f[k].dtype.kind == "f"]]
+            rows = cov.index.get_indexer(f.index)
+            F = standardised(f.to_numpy(float))
+            F = np.column_stack([np.ones(len(F)), F])
+            folds = np.arange(len(F)) % 5
+            Sp = np.empty(len(F))
+            for k in range(5):
+                tr_, te = folds != k, folds == k
+                Sp[te] = F[te] @ np.linalg.lstsq(F[tr_], L[rows][tr_], rcond=None)[0]
+            xp = prot[r["surrogate"]].to_numpy(float)[rows]
+            okp = np.isfinite(xp)
+            out["t8_pixels_r"] = float(np.corrcoef(xp[okp], Sp[okp])[0, 1])
+            out["L_pixels_r"] = float(np.corrcoef(L[rows], Sp)[0, 1])
         mort = w.table("mortality").reindex(cov.index)
         card = (mort["cause"] == "cardiac").to_numpy(float)
         x = prot[r["surrogate"]].to_numpy(float)
@@ -239,7 +258,8 @@ def summary(rows: list) -> list:
     for w in rows:
         if "t8_signature_r" in w:
             lines.append(f"  {w['world']:<22} {w['archetype']:<9} r = {w['t8_signature_r']:+.3f} (z {w['t8_signature_z']:+.1f})  "
-                         f"r(L) = {w['L_signature_r']:+.3f}  cardiac z = {w['t8_cardiac_z']:+.1f}")
+                         f"r(L) = {w['L_signature_r']:+.3f}  cardiac z = {w['t8_cardiac_z']:+.1f}"
+                         + (f"  pixels: r = {w['t8_pixels_r']:+.3f}, r(L) = {w['L_pixels_r']:+.3f}" if "t8_pixels_r" in w else ""))
     lines.append("6. T4: r with L (driver, partner) and z of the difference in a joint regression")
     for w in rows:
         if "t4" in w:

@@ -339,3 +339,18 @@ def test_oracle_gives_the_t4_driver_its_effect_and_the_partner_none(tiny_world_n
             assert abs(driver["cavity_r"]) > 0.5, driver  # 1.9 |w| 1.645 with |w| >= 0.30
         else:
             assert driver["cavity_r"] != 0.0 and partner["surv5y"] is None
+
+
+def test_bivariate_normal_cdf_at_zero_thresholds():
+    """An allele frequency of exactly one half puts a threshold at 0, where Owen's
+    formula divides by zero (the LD expectation used to go below -1 there)."""
+    from scipy.stats import multivariate_normal
+
+    rng = np.random.default_rng(1)
+    cases = [(0.0, -1.79, 0.95), (0.0, 0.5, 0.3), (-1.2, 0.0, 0.7), (0.0, 0.0, 0.5), (0.0, 0.0, -0.3)]
+    cases += [tuple(x) for x in np.column_stack([rng.normal(size=20), rng.normal(size=20), rng.uniform(-0.95, 0.95, 20)])]
+    for h, k, r in cases:
+        want = multivariate_normal(mean=[0, 0], cov=[[1, r], [r, 1]]).cdf([h, k])
+        assert abs(np.asarray(ld.bivariate_normal_cdf(h, k, r)).item() - want) < 1e-7, (h, k, r)
+    r = ld.expected_haplotype_r(np.array([0.5, 0.0367]), np.array([0.5, 0.5]), np.array([0.9, 0.95]))
+    assert np.all(np.abs(r) <= 1)
