@@ -138,9 +138,9 @@ def test_vcf_valid_for_bcftools_and_scikit_allel(tiny_world_noimaging):
     subprocess.run(["bgzip", "-t", vcf], check=True)
     body = subprocess.run(["bcftools", "view", "-H", vcf], check=True, capture_output=True, text=True).stdout
     n_var = len(body.splitlines())
-    assert n_var == 512
+    assert n_var == 1024
     stats = subprocess.run(["bcftools", "stats", vcf], check=True, capture_output=True, text=True).stdout
-    assert "number of records:\t512" in stats
+    assert "number of records:\t1024" in stats
     region = subprocess.run(["bcftools", "view", "-H", "-r", "2", vcf], check=True, capture_output=True, text=True).stdout
     assert region and all(line.split("\t")[0] == "2" for line in region.splitlines())
     cs = allel.read_vcf(vcf, fields=["calldata/GT", "samples", "variants/ID"])
