@@ -10,9 +10,12 @@ a pathway: the ordinary proteome is dealt into latent processes K_m built like L
 
     K_m = z[sum_j v_j P_j + e eps],   |v_j| ~ U(driver_weight), random sign,
 
-fed by 2-6 proteins and followed by 0-2 (follower = ordinary protein + 0.50 K_m,
-the T2 decoy's loading), with e^2 the variance L has outside its proteins.  K_m is
-hidden; nothing else depends on it.
+fed by 2-6 proteins and followed by 1-2 (follower = ordinary protein + 0.50 K_m,
+the T2 decoy's loading), with e^2 the variance L has outside its proteins, of which
+a variant of its own carries L's 0.12 G_direct share (so a follower's second genetic
+signal away from any protein's locus is no more L's than an ordinary pathway's).  The
+variant is never linked to an instrument that moves L.  K_m is hidden; nothing else
+depends on it.
 
 A follower's path brings its upstream proteins' shared-factor content and covariate
 terms with it.  Every follower (ordinary ones, the T2 decoy, the A9 partner) draws
@@ -52,8 +55,10 @@ class PathwayModel:
     """The ordinary pathways of a world and what every follower's path carries."""
 
     upstream: list  # per pathway: int64 protein indices
-    coef: list  # per pathway: K_m = sum coef_j raw_j + extra_m eps (unit variance)
+    coef: list  # per pathway: K_m = sum coef_j raw_j + direct_m G_m + extra_m eps (unit variance)
     extra: np.ndarray  # [M]
+    direct_variant: np.ndarray  # [M] the pathway's own variant G_m (as L has G_direct)
+    direct: np.ndarray  # [M] its coefficient
     follows: np.ndarray  # [P] pathway index followed, -1 for none
     loading: float  # what a follower adds: loading x K_m
     residual_sd: np.ndarray  # [P] residual SD of the ordinary equation (0.8; shorter for followers)
@@ -66,6 +71,7 @@ class PathwayModel:
 
     def summary(self, pid: list) -> dict:
         return {"pathways": [{"upstream": [pid[int(p)] for p in up], "coef": [round(float(c), 6) for c in co],
+                              "direct_variant": int(self.direct_variant[m]), "direct": round(float(self.direct[m]), 6),
                               "followers": [pid[int(p)] for p in np.flatnonzero(self.follows == m)]}
                              for m, (up, co) in enumerate(zip(self.upstream, self.coef))],
                 "loading": self.loading,
@@ -144,7 +150,7 @@ def _gauss_hermite(fn, n: int = 64) -> float:
 
 
 def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float, a9_loading: float,
-          resid_carry: float, factor_carry: float) -> PathwayModel:
+          resid_carry: float, factor_carry: float, direct_pool: tuple) -> PathwayModel:
     """Deal the ordinary proteome into pathways and fit every follower's own loadings,
     covariate coefficients and residual to its path (module docstring).  Changes
     ``world.protein_loadings`` and ``world.protein_cov`` of followers in place."""
@@ -177,11 +183,17 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     eligible = np.array([p for p in range(P) if p not in in_l and p not in copies], dtype=np.int64)
     t1 = r.decoys.get("T1")
     follows = np.full(P, -1, dtype=np.int64)
-    upstream, coef, extra = [], [], []
+    upstream, coef, extra, direct = [], [], [], []
     if len(eligible) >= UPSTREAM[0]:
         upstream, follow_map = _deal(rng, eligible, anchors, set())
         for p, m in follow_map.items():
             follows[p] = m
+    # each pathway its own variant: unlinked ones first, then any on no protein's locus
+    first, second = (np.asarray(x, dtype=np.int64) for x in direct_pool)
+    choices = np.concatenate([rng.permutation(first), rng.permutation(np.setdiff1d(second, first))])
+    if len(choices) < len(upstream):
+        choices = np.concatenate([choices, rng.choice(second, size=len(upstream) - len(choices))])
+    direct_variant = [int(x) for x in choices[:len(upstream)]]
     extra_var = world.latent_residual ** 2 + L_BMI ** 2 + L_DIRECT ** 2 + L_AGE ** 2 + L_SMOKING ** 2 * 0.1
     residual_sd = np.full(P, PROTEIN_RESIDUAL)
     carry = np.full(P, resid_carry)
@@ -204,7 +216,9 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         var_k = float(v @ corr @ v) + extra_var
         sd_k = np.sqrt(var_k)
         coef.append(v / sds / sd_k)
-        extra.append(np.sqrt(extra_var) / sd_k)
+        extra.append(np.sqrt(extra_var - L_DIRECT ** 2) / sd_k)
+        direct.append(L_DIRECT / sd_k)
+
         a = (v @ qs) / sd_k
         ex = var_of(a)
         share[f"K{m}"] = ex
@@ -212,7 +226,8 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         # factors 0.85 (VISIT2_FACTOR_CARRY), K's own term resid_carry
         rest_var = np.array([1.0 - var_of(q) for q in qs])
         stable = np.array([(world.protein_h2[int(p)] + trans_var[int(p)]) / s ** 2 for p, s in zip(up, sds)])
-        rest_cov = float(np.sum(v ** 2 * (stable + resid_carry * (rest_var - stable)))) + extra_var * resid_carry
+        rest_cov = (float(np.sum(v ** 2 * (stable + resid_carry * (rest_var - stable)))) + L_DIRECT ** 2
+                    + (extra_var - L_DIRECT ** 2) * resid_carry)
         rest_k = float(np.sum(v ** 2 * rest_var)) + extra_var  # K's variance outside Z (pairs of upstream share none)
         for p in np.flatnonzero(follows == m):
             p = int(p)
@@ -235,7 +250,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     special = {}
     if t1 is not None:
         special["T1"] = float(np.sqrt(max(residual_sd[int(t1)] ** 2 - t1_loading ** 2, 0.0)))
-    if r.drivers.size and ("T2" in r.decoys or r.a9_partner is not None):
+    if "T2" in r.decoys or r.a9_partner is not None:  # a null world's L still carries covariate terms
         hard = world.hard
         s = float(world.params["bias_params"]["hard"]["saturation"])
         f = (lambda x: s * np.tanh(x / s)) if hard else (lambda x: x)
@@ -250,13 +265,13 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
             q = content(d) / np.sqrt(var)
             qs.append(kappa * q)
             rem.append(v_f - kappa ** 2 * var_of(q))
-        qs, rem = np.array(qs), np.array(rem)
-        direct = np.zeros(F + 4)
-        direct[F + 0] = L_AGE / sd_age
-        direct[F + 2] = L_BMI / sd_bmi
-        direct[F + 3] = L_SMOKING
+        qs, rem = np.array(qs).reshape(-1, F + 4), np.array(rem)
+        l_terms = np.zeros(F + 4)  # L's own covariate terms (S1.2)
+        l_terms[F + 0] = L_AGE / sd_age
+        l_terms[F + 2] = L_BMI / sd_bmi
+        l_terms[F + 3] = L_SMOKING
         w, wl = r.weights, r.weights_late
-        a_l = w @ qs + direct
+        a_l = w @ qs + l_terms
         indep = L_DIRECT ** 2 + world.latent_residual ** 2
         bp = world.params["bias_params"]
         if world.has("T7"):
@@ -287,6 +302,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
             l = t2_loading if role == "T2" else a9_loading
             special[role] = float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - l ** 2, 0.0)))
     return PathwayModel(upstream=upstream, coef=coef, extra=np.array(extra, dtype=np.float64), follows=follows,
+                        direct_variant=np.array(direct_variant, dtype=np.int64), direct=np.array(direct, dtype=np.float64),
                         loading=loading, residual_sd=residual_sd, visit2_carry=carry, special_residual=special,
                         path_share=share, path_carried=carried,
                         path_covariates=path_cov, total_loadings=total_loadings)

@@ -590,9 +590,15 @@ def sample_world(resolved: Resolved) -> World:
     from .modalities.molecules import VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
 
     bp = w.bias_params
+    # a pathway's own variant sits where no protein's cis locus or instrument that moves L reaches
+    decay = 1000.0 * float(w.ld_decay_kb)
+    taken = _linked_to(list(l_moving) + [int(v) for v in protein_cis] + [int(v) for v in master_variants], contig, position, af, decay)
+    # (first choice), or else at least on no protein's cis variant
+    direct_pool = (np.setdiff1d(np.arange(V), taken),
+                   np.setdiff1d(np.arange(V), np.union1d(_linked_to(l_moving, contig, position, af, decay), protein_cis)))
     world.pathways = pathways.build(world, seeds.stream(seed, "world/pathways"), tuple(w.driver_weight),
                                     float(bp.T1.bmi_loading), float(bp.T2.latent_loading), float(bp.A9.partner_latent),
-                                    VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY)
+                                    VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, direct_pool)
     return world
 
 

@@ -78,18 +78,19 @@ def covariate_terms(world, pop, age_shift=0.0, bmi=None, proteins=None) -> np.nd
     return dot(covariate_matrix(pop), coef.T)
 
 
-def add_pathways(world, raw: np.ndarray, bio: np.ndarray, extra: np.ndarray) -> None:
+def add_pathways(world, raw: np.ndarray, bio: np.ndarray, extra: np.ndarray, dosage: np.ndarray) -> None:
     """Followers of the ordinary pathways (pipeline.pathways) take loading x K_m, with
-    K_m = sum_j coef_j raw_j + extra_m eps_m from its upstream proteins' raw values
-    (never followers themselves); ``bio`` and ``raw`` are updated in place."""
+    K_m = sum_j coef_j raw_j + direct_m G_m + extra_m eps_m from its upstream proteins'
+    raw values (never followers themselves); ``bio`` and ``raw`` are updated in place."""
     pw = world.pathways
     if pw is None or not len(pw.upstream):
         return
+    g = standardised_genotypes(world, dosage, pw.direct_variant)
     for m, (up, coef) in enumerate(zip(pw.upstream, pw.coef)):
         followers = np.flatnonzero(pw.follows == m)
         if not len(followers):
             continue
-        k = pw.extra[m] * extra[:, m]
+        k = pw.extra[m] * extra[:, m] + pw.direct[m] * g[:, m]
         for p, c in zip(up, coef):  # fixed order: the same bits in every process
             k = k + c * raw[:, p]
         for f in followers:
@@ -128,7 +129,7 @@ class BlockMolecules:
         self.cov = covariate_terms(world, pop)
         self.pathway_eps = seeds.stream(s, "pathway_residual", b).standard_normal((n, self._n_pathways()))
         self._raw = self.protein_bio + self.cov
-        add_pathways(world, self._raw, self.protein_bio, self.pathway_eps)
+        add_pathways(world, self._raw, self.protein_bio, self.pathway_eps, self.dosage)
 
     def _n_pathways(self) -> int:
         pw = self.world.pathways
@@ -205,7 +206,7 @@ class BlockMolecules:
         raw = bio + covariate_terms(w, pop_rows, age_shift=age_shift, bmi=bmi2)
         c = VISIT2_RESID_CARRY  # a pathway's own term renews as a residual does
         eps_new = seeds.stream(s, "pathway_residual_visit2", b).standard_normal(self.pathway_eps.shape)
-        add_pathways(w, raw, bio, c * self.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows])
+        add_pathways(w, raw, bio, c * self.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows], self.dosage[rows])
         return raw, r2
 
 
