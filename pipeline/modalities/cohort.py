@@ -162,7 +162,10 @@ def assemble(world: World, cores: list) -> Cohort:
     paths = {"T1": z_bmi, "T2": latent, "A9_partner": latent_late}
     # T1 may feed a pathway, which reads its block value: its own residual is that value's
     # residual draw, so the pathway's followers see the T1 decoy as they see any protein
-    eps = {role: (resid[:, k] if role == "T1" else blocks.normal(world, f"special/{role}")) for k, (role, _) in enumerate(specials)}
+    # (the test-only leaks restore the separate draw the original's bias equations had)
+    own_draw = not (world.leaky("transcripts") or world.leaky("communality"))
+    eps = {role: (resid[:, k] if role == "T1" and own_draw else blocks.normal(world, f"special/{role}"))
+           for k, (role, _) in enumerate(specials)}
     for k, (role, p) in enumerate(specials):
         x, bio, sys_part = special_raw(world, role, p, raw[:, list(tracked).index(p)], resid[:, k], eps[role], g_cis[p],
                                        paths[role], cov_terms[:, k])
