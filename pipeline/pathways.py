@@ -10,7 +10,8 @@ a pathway: the ordinary proteome is dealt into latent processes K_m built like L
 
     K_m = z[sum_j v_j P_j + e eps],   |v_j| ~ U(driver_weight), random sign,
 
-fed by 2-6 proteins and followed by 1-2 (follower = ordinary protein + 0.50 K_m,
+fed by about as many proteins as feed L (1-6; 2-6 without drivers) and followed by 1-2
+(follower = ordinary protein + 0.50 K_m,
 the T2 decoy's loading), with e^2 the variance L has outside its proteins, of which
 a variant of its own carries L's 0.12 G_direct share (so a follower's second genetic
 signal away from any protein's locus is no more L's than an ordinary pathway's).  The
@@ -43,9 +44,10 @@ import numpy as np
 COVARIATE_MEAN = np.array([0.01, 0.10, 0.02, 0.0])
 COVARIATE_SD = np.array([0.005, 0.05, 0.01, 0.05])
 COVARIATE_CENTRES = np.array([55.0, 0.0, 27.0, 0.0])
-#: Proteins feeding one ordinary pathway, and following it (inclusive ranges).
+#: Proteins feeding one ordinary pathway (inclusive range; a world with drivers deals
+#: around the number that feed L, ``upstream_range``), and following it.
 UPSTREAM = (2, 6)
-FOLLOWERS = (1, 2)  # a pathway nobody follows makes no correlation: L has the T2 decoy or the A9 partner
+FOLLOWERS = (1, 2)
 #: Blocks of the world's own population used to measure the covariates' covariance.
 MOMENT_BLOCKS = 8
 
@@ -97,19 +99,31 @@ def covariate_moments(world) -> tuple:
     return mean, cov
 
 
-def _deal(rng, eligible: np.ndarray, must_feed: set, must_follow: set) -> tuple:
+def upstream_range(n_drivers: int, delayed: bool) -> tuple:
+    """How many proteins feed an ordinary pathway: about as many as feed L at baseline
+    (the drivers, less a delayed A9 driver whose baseline weight is 4-10 % of its late
+    one), so that the disease pathway is one of the world's pathways in size too; a
+    world without drivers deals UPSTREAM.  A pathway nobody follows makes no correlation,
+    so each has 1-2 followers, as L has the T2 decoy and the A9 partner."""
+    k = n_drivers - (1 if delayed else 0)
+    if k < 1:
+        return UPSTREAM
+    return max(1, k - 1), k + 1
+
+
+def _deal(rng, eligible: np.ndarray, must_feed: set, must_follow: set, n_up: tuple = UPSTREAM) -> tuple:
     """Pathway memberships for ``eligible`` proteins: lists of upstream and follower slots."""
     shapes = []
     remaining = len(eligible)
     while remaining > 0:
-        u = int(rng.integers(UPSTREAM[0], UPSTREAM[1] + 1))
+        u = int(rng.integers(n_up[0], n_up[1] + 1))
         f = int(rng.integers(FOLLOWERS[0], FOLLOWERS[1] + 1))
         if u + f < remaining:
             shapes.append([u, f])
             remaining -= u + f
             continue
-        if remaining >= UPSTREAM[0] + FOLLOWERS[0]:  # the last pathway takes what is left
-            f = max(min(f, remaining - UPSTREAM[0]), FOLLOWERS[0])
+        if remaining >= n_up[0] + FOLLOWERS[0]:  # the last pathway takes what is left
+            f = max(min(f, remaining - n_up[0]), FOLLOWERS[0])
             shapes.append([remaining - f, f])
         elif shapes:  # too few for a pathway of their own: they feed the previous one
             shapes[-1][0] += remaining
@@ -185,7 +199,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     follows = np.full(P, -1, dtype=np.int64)
     upstream, coef, extra, direct = [], [], [], []
     if len(eligible) >= UPSTREAM[0]:
-        upstream, follow_map = _deal(rng, eligible, anchors, set())
+        upstream, follow_map = _deal(rng, eligible, anchors, set(), upstream_range(len(r.drivers), bool(r.delayed.any())))
         for p, m in follow_map.items():
             follows[p] = m
     # each pathway its own variant: unlinked ones first, then any on no protein's locus
