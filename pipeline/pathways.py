@@ -10,8 +10,9 @@ a pathway: the ordinary proteome is dealt into latent processes K_m built like L
 
     K_m = z[sum_j v_j P_j + e eps],   |v_j| ~ U(driver_weight), random sign,
 
-fed by about as many proteins as feed L (1-6; 2-6 without drivers) and followed by 1-2
-(follower = ordinary protein + 0.50 K_m,
+fed by about as many proteins as feed L (1-6; 2-6 without drivers) and followed by as
+many as follow L (1-2 without the T2 decoy and the A9 partner) (follower = ordinary
+protein + 0.50 K_m,
 the T2 decoy's loading), with e^2 the variance L has outside its proteins, of which
 a variant of its own carries L's 0.12 G_direct share (so a follower's second genetic
 signal away from any protein's locus is no more L's than an ordinary pathway's).  The
@@ -111,19 +112,26 @@ def upstream_range(n_drivers: int, delayed: bool) -> tuple:
     return max(1, k - 1), k + 1
 
 
-def _deal(rng, eligible: np.ndarray, must_feed: set, must_follow: set, n_up: tuple = UPSTREAM) -> tuple:
+def followers_range(n_following_l: int) -> tuple:
+    """How many proteins follow an ordinary pathway: as many as follow L (the T2 decoy and
+    the A9 partner; FOLLOWERS when neither is planted)."""
+    return (n_following_l, n_following_l) if n_following_l >= 1 else FOLLOWERS
+
+
+def _deal(rng, eligible: np.ndarray, must_feed: set, must_follow: set, n_up: tuple = UPSTREAM,
+          n_follow: tuple = FOLLOWERS) -> tuple:
     """Pathway memberships for ``eligible`` proteins: lists of upstream and follower slots."""
     shapes = []
     remaining = len(eligible)
     while remaining > 0:
         u = int(rng.integers(n_up[0], n_up[1] + 1))
-        f = int(rng.integers(FOLLOWERS[0], FOLLOWERS[1] + 1))
+        f = int(rng.integers(n_follow[0], n_follow[1] + 1))
         if u + f < remaining:
             shapes.append([u, f])
             remaining -= u + f
             continue
-        if remaining >= n_up[0] + FOLLOWERS[0]:  # the last pathway takes what is left
-            f = max(min(f, remaining - n_up[0]), FOLLOWERS[0])
+        if remaining >= n_up[0] + n_follow[0]:  # the last pathway takes what is left
+            f = max(min(f, remaining - n_up[0]), n_follow[0])
             shapes.append([remaining - f, f])
         elif shapes:  # too few for a pathway of their own: they feed the previous one
             shapes[-1][0] += remaining
@@ -199,7 +207,9 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     follows = np.full(P, -1, dtype=np.int64)
     upstream, coef, extra, direct = [], [], [], []
     if len(eligible) >= UPSTREAM[0]:
-        upstream, follow_map = _deal(rng, eligible, anchors, set(), upstream_range(len(r.drivers), bool(r.delayed.any())))
+        n_l = int("T2" in r.decoys) + int(r.a9_partner is not None)
+        upstream, follow_map = _deal(rng, eligible, anchors, set(), upstream_range(len(r.drivers), bool(r.delayed.any())),
+                                     followers_range(n_l))
         for p, m in follow_map.items():
             follows[p] = m
     # each pathway its own variant: unlinked ones first, then any on no protein's locus
