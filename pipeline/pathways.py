@@ -166,6 +166,18 @@ def _deal(rng, eligible: np.ndarray, must_feed: set, must_follow: set, n_up: tup
     return [np.array(sorted(u), dtype=np.int64) for u in upstream], follows
 
 
+def _mm(a, b) -> np.ndarray:
+    """Matrix product with a fixed summation order (kernels.linalg): these values become
+    world parameters, whose bits may not depend on BLAS paths or memory alignment."""
+    from kernels.linalg import dot
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    out = dot(a.reshape(1, -1) if a.ndim == 1 else a, b.reshape(-1, 1) if b.ndim == 1 else b)
+    if a.ndim == 1 and b.ndim == 1:
+        return out[0, 0]
+    return out[0] if a.ndim == 1 else (out[:, 0] if b.ndim == 1 else out)
+
+
 def _gauss_hermite(fn, n: int = 64) -> float:
     x, w = np.polynomial.hermite_e.hermegauss(n)
     return float(np.sum(w * fn(x)) / np.sqrt(2 * np.pi))
@@ -193,7 +205,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         return np.concatenate([world.protein_loadings[p], world.protein_cov[p]])
 
     def var_of(q):
-        return float(q @ sigma @ q)
+        return float(_mm(_mm(q, sigma), q))
 
     def raw_var(p):
         return float(world.protein_h2[p] + trans_var[p] + var_of(content(p)) + PROTEIN_RESIDUAL ** 2)
@@ -235,15 +247,15 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         v = rng.uniform(*weight_range, len(up)) * np.where(rng.random(len(up)) < 0.5, -1.0, 1.0)
         sds = np.array([np.sqrt(raw_var(int(p))) for p in up])
         qs = np.array([content(int(p)) / s for p, s in zip(up, sds)])  # standardised Z content
-        corr = qs @ sigma @ qs.T
+        corr = _mm(_mm(qs, sigma), qs.T)
         np.fill_diagonal(corr, 1.0)
-        var_k = float(v @ corr @ v) + extra_var
+        var_k = float(_mm(_mm(v, corr), v)) + extra_var
         sd_k = np.sqrt(var_k)
         coef.append(v / sds / sd_k)
         extra.append(np.sqrt(extra_var - L_DIRECT ** 2) / sd_k)
         direct.append(L_DIRECT / sd_k)
 
-        a = (v @ qs) / sd_k
+        a = _mm(v, qs) / sd_k
         ex = var_of(a)
         share[f"K{m}"] = ex
         # visit to visit: upstream genetics persist, their residuals carry resid_carry,
@@ -295,7 +307,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         l_terms[F + 2] = L_BMI / sd_bmi
         l_terms[F + 3] = L_SMOKING
         w, wl = r.weights, r.weights_late
-        a_l = w @ qs + l_terms
+        a_l = (_mm(w, qs) if len(w) else np.zeros(F + 4)) + l_terms
         indep = L_DIRECT ** 2 + world.latent_residual ** 2
         bp = world.params["bias_params"]
         if world.has("T7"):
@@ -311,7 +323,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         if "T2" in r.decoys:
             paths["T2"] = (int(r.decoys["T2"]), a_l, t2_loading)
         if r.a9_partner is not None:
-            a_late = LATE_CARRY * a_l + LATE_DRIVERS * (wl @ qs)
+            a_late = LATE_CARRY * a_l + LATE_DRIVERS * _mm(wl, qs)
             d_late = LATE_CARRY * d_l + LATE_DRIVERS * wl
             var_late = var_of(a_late) + float(np.sum(d_late ** 2 * rem)) + LATE_CARRY ** 2 * i_l
             paths["A9_partner"] = (int(r.a9_partner), a_late / np.sqrt(var_late), a9_loading)
@@ -319,7 +331,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
             ex = fit_follower(p, a, l)
             share[role] = ex
             path_cov[role] = a[F:].copy()
-            carried[role] = factor_carry * float(a[:F] @ a[:F]) + float(a[F:] @ cov_x @ a[F:])
+            carried[role] = factor_carry * float(_mm(a[:F], a[:F])) + float(_mm(_mm(a[F:], cov_x), a[F:]))
             special[role] = float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - l ** 2 * (1.0 - ex), 0.0)))
     for role, p in (("T2", r.decoys.get("T2")), ("A9_partner", r.a9_partner)):
         if p is not None and role not in special:  # no drivers: L carries no protein
