@@ -264,28 +264,19 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         stable = np.array([(world.protein_h2[int(p)] + trans_var[int(p)]) / s ** 2 for p, s in zip(up, sds)])
         rest_cov = (float(np.sum(v ** 2 * (stable + resid_carry * (rest_var - stable)))) + L_DIRECT ** 2
                     + (extra_var - L_DIRECT ** 2) * resid_carry)
-        rest_k = float(np.sum(v ** 2 * rest_var)) + extra_var  # K's variance outside Z (pairs of upstream share none)
         for p in np.flatnonzero(follows == m):
             p = int(p)
-            if p == t1:
-                continue
             fit_follower(p, a, loading)
             r2 = PROTEIN_RESIDUAL ** 2 - loading ** 2 * (1.0 - ex)
             residual_sd[p] = np.sqrt(r2)
             carry[p] = float(np.clip((resid_carry * PROTEIN_RESIDUAL ** 2 - loading ** 2 * rest_cov / var_k) / r2, 0.0, 1.0))
-        if t1 is not None and follows[int(t1)] == m:
-            r2 = PROTEIN_RESIDUAL ** 2 - loading ** 2 * (1.0 - ex)
-            if r2 - t1_loading ** 2 < 0.05 ** 2:  # the BMI path leaves no room: T1 follows nothing
-                follows[int(t1)] = -1
-            else:
-                fit_follower(int(t1), a, loading)
-                residual_sd[int(t1)] = np.sqrt(r2)
-                carry[int(t1)] = float(np.clip((resid_carry * PROTEIN_RESIDUAL ** 2 - loading ** 2 * rest_cov / var_k) / r2, 0.0, 1.0))
 
     # ---- what L and L_late carry (S1.2, S1.3), for the T2 decoy and the A9 partner
     special = {}
     if t1 is not None:
-        special["T1"] = float(np.sqrt(max(residual_sd[int(t1)] ** 2 - t1_loading ** 2, 0.0)))
+        # the T1 decoy is its ordinary value plus 0.55 z(BMI): its own residual in full, so
+        # that once BMI is adjusted for (as every analysis does) it is an ordinary protein
+        special["T1"] = float(residual_sd[int(t1)])
     if "T2" in r.decoys or r.a9_partner is not None:  # a null world's L still carries covariate terms
         hard = world.hard
         s = float(world.params["bias_params"]["hard"]["saturation"])

@@ -53,7 +53,13 @@ def special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, ordin
         raw = loading * path + systematic + float(bp[resid_key]) * eps
         return raw, raw, systematic
     systematic = ordinary_raw - ordinary_residual_sd(world, p) * ordinary_resid
-    raw = systematic + special_residual(world, role) * eps + loading * path
+    if role == "T1":
+        # confounding adds the BMI path to an ordinary protein, residual and all: BMI, which
+        # every analysis adjusts for, is what differs (its residual is the block's own draw,
+        # at either visit, so a pathway it feeds sees it as any protein)
+        raw = ordinary_raw + loading * path
+    else:
+        raw = systematic + special_residual(world, role) * eps + loading * path
     return raw, (None if cov_terms is None else raw - cov_terms), systematic
 
 
@@ -278,7 +284,9 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
     baseline moments, so change is visible."""
     v2 = cohort.visit2
     z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
-    rho = float(np.mean(cohort.latent * cohort.latent_late))  # both standardised; no BLAS in a written value
+    # both standardised; no BLAS in a written value; clipped: a world without drivers has
+    # L_late = L, and rounding put rho a hair above 1 (NaN for a path no such world uses)
+    rho = float(np.clip(np.mean(cohort.latent * cohort.latent_late), -1.0, 1.0))
     ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, "a9_partner/disease_ahead_visit2")
     paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": ahead}
     if not world.leaky("communality"):

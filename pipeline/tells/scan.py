@@ -110,6 +110,10 @@ EXEMPT = (
               "T1's planted confounding path: the decoy is 0.55 z(BMI) + ... (SPEC section 4), so its BMI terms (and "
               "the BMI composition of centres and ancestry groups in its group means) are the trap itself; the "
               "BMI-free covariate distance is tested"),
+    Exemption(("T1",), r"visit2\.(r|r_raw|sd_ratio|sd_ratio_raw)",
+              "T1's planted confounding path again: the decoy is an ordinary protein plus 0.55 z(BMI) (SPEC section 4), "
+              "and BMI changes little in five years, so its visit-to-visit correlation and spread on values not "
+              "adjusted for BMI carry the path; the covariate-adjusted twin (visit2.r_adjusted) is tested"),
 )
 #: Statistics that are identifiers or labels, not numbers to rank.
 NOT_RANKED = ("instrument.lead_variant",)
