@@ -53,11 +53,15 @@ def special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, ordin
         raw = loading * path + systematic + float(bp[resid_key]) * eps
         return raw, raw, systematic
     systematic = ordinary_raw - ordinary_residual_sd(world, p) * ordinary_resid
-    if role == "T1":
+    if role == "T1" and not world.leaky("transcripts"):
         # confounding adds the BMI path to an ordinary protein, residual and all: BMI, which
         # every analysis adjusts for, is what differs (its residual is the block's own draw,
         # at either visit, so a pathway it feeds sees it as any protein)
         raw = ordinary_raw + loading * path
+    elif role == "T1":
+        # test-only transcripts leak: the original's separate equation (own residual draw,
+        # shortened), which the ordinary-equation transcript does not follow
+        raw = systematic + np.sqrt(max(special_residual(world, role) ** 2 - loading ** 2, 0.0)) * eps + loading * path
     else:
         raw = systematic + special_residual(world, role) * eps + loading * path
     return raw, (None if cov_terms is None else raw - cov_terms), systematic
