@@ -72,7 +72,7 @@ from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 
-from . import seeds
+from . import bundle, seeds
 from .paths import SCHEMA_DIR
 
 ORACLE_SCHEMA = SCHEMA_DIR / "oracle.schema.json"
@@ -155,6 +155,11 @@ class OracleSpec:
 
     @classmethod
     def from_dict(cls, data: Any) -> "OracleSpec":
+        if isinstance(data, dict) and "format_version" in data:
+            try:
+                bundle.check_format_version(data["format_version"], bundle.ORACLE, bundle.SEALED)
+            except bundle.UnknownFormat as exc:
+                raise OracleError(str(exc)) from None
         _validate_schema(data)
         proteins = tuple(data["proteins"])
         index = {p: i for i, p in enumerate(proteins)}
@@ -223,12 +228,17 @@ def _validate_schema(data: Any) -> None:
 
 
 def load_oracle(sealed_dir: Union[str, os.PathLike]) -> OracleSpec:
-    """Read and validate ``<sealed_dir>/oracle.json``."""
-    path = Path(sealed_dir) / "oracle.json"
+    """Read and validate ``<sealed_dir>/oracle.json`` (and the sealed manifest's format
+    version, when the folder has a manifest: the oracle also runs on hand-made folders)."""
+    path = bundle.sealed_path(sealed_dir, bundle.ORACLE)
+    try:
+        bundle.check_sealed(sealed_dir, require_manifest=False)
+    except bundle.BundleError as exc:
+        raise OracleError(str(exc)) from None
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise OracleError(f"{path}: not found; --sealed must be a world's sealed/ folder") from None
+        raise OracleError(f"{path}: not found; --sealed must be a world's {bundle.SEALED}/ folder") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -1,0 +1,124 @@
+"""The package's layering, read from the import statements (every one, those inside
+functions included): the judging side reads a built world through the bundle contract
+(``pipeline.bundle``) and never imports the generator's internals; the standalone
+modules import nothing of the package.
+
+A rule is (who, may not import what, why).  To add a layer, append a Rule to RULES;
+every rule is checked statically over each module of ``who`` and, for the judging
+side, once more at run time (what importing it loads)."""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Modules that judge a built world: the scorer, the leak audit and its tell scan, the
+#: experiment oracle, the release loader.
+JUDGING = ("pipeline.score", "pipeline.audit", "pipeline.oracle", "pipeline.release", "pipeline.tells")
+#: The generator's internals: how a world is made, which a judge must not depend on.
+GENERATOR = ("pipeline.world", "pipeline.modalities", "pipeline.stages", "pipeline.build", "pipeline.imaging_stage",
+             "pipeline.writers")
+#: Modules agent code may use and the sandbox may copy beside its runtime: stdlib and
+#: third-party imports only.
+STANDALONE = ("pipeline.bundle", "pipeline.genotypes_io")
+
+
+@dataclass(frozen=True)
+class Rule:
+    who: tuple[str, ...]
+    forbidden: tuple[str, ...]
+    why: str
+
+    @property
+    def id(self) -> str:
+        return f"{'+'.join(w.rsplit('.', 1)[-1] for w in self.who)}-not-{'+'.join(f.rsplit('.', 1)[-1] for f in self.forbidden)}"
+
+
+RULES = [
+    Rule(JUDGING, GENERATOR, "the judging side reads worlds through pipeline.bundle, not through the code that made them"),
+    Rule(STANDALONE, ("pipeline",), "copied beside agent code, which has no package to import from"),
+]
+
+
+def _is_under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def module_files(name: str) -> dict[str, Path]:
+    """Module name -> file, for a module or every module of a package."""
+    base = REPO / Path(*name.split("."))
+    if base.with_suffix(".py").is_file():
+        return {name: base.with_suffix(".py")}
+    out = {}
+    for path in sorted(base.rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        out[".".join(parts)] = path
+    assert out, f"{name}: no such module or package under {REPO}"
+    return out
+
+
+def imports(module: str, path: Path) -> list[tuple[int, str]]:
+    """(line, imported module) for every import statement in the file, relative ones resolved.
+    ``from X import Y`` gives X and X.Y (Y may be a submodule)."""
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module
+            out.append((node.lineno, base))
+            out += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return out
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_no_module_imports_across_a_layer(rule):
+    problems = []
+    for who in rule.who:
+        for module, path in module_files(who).items():
+            for line, name in imports(module, path):
+                if _is_under(name, rule.forbidden):
+                    problems.append(f"{path.relative_to(REPO)}:{line} imports {name}")
+    assert not problems, f"{rule.why}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("side", JUDGING)
+def test_judging_side_reads_through_the_bundle_contract(side):
+    imported = {name for module, path in module_files(side).items() for _, name in imports(module, path)}
+    assert "pipeline.bundle" in imported, f"{side} reads a world without pipeline.bundle"
+
+
+def test_importing_the_judging_side_loads_no_generator_module():
+    """What ``import`` actually loads, transitively (the static rule sees direct imports only)."""
+    code = ("import json, sys\n" + "".join(f"import {m}\n" for m in JUDGING)
+            + "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pipeline'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert "pipeline.bundle" in loaded
+    assert not [m for m in loaded if _is_under(m, GENERATOR)], loaded
+
+
+def test_the_rules_see_imports_inside_functions_and_relative_ones(tmp_path):
+    """The checker itself: a lazy relative import two levels up is resolved and caught."""
+    source = "def f():\n    from ..world import World\n    from . import sibling\nimport os\n"
+    path = tmp_path / "mod.py"
+    path.write_text(source)
+    found = [name for _, name in imports("pipeline.score.mod", path)]
+    assert "pipeline.world" in found and "pipeline.world.World" in found
+    assert "pipeline.score.sibling" in found and "os" in found
+    assert _is_under("pipeline.world", GENERATOR) and not _is_under("pipeline.worlds", GENERATOR)
