@@ -126,7 +126,9 @@ def _per_block_context(world, coh, v2cov) -> dict:
         k0, k1 = np.searchsorted(v2_global, [lo, hi])
         ctx[b] = {
             "special": {p: v[lo:hi] for p, v in coh.special.items()},
-            "special_v2": {p: v[k0:k1] for p, v in coh.special_v2.items()},
+            "special_tr": {p: v[lo:hi] for p, v in coh.special_tr.items()},
+            "special_v2_path": {p: v[k0:k1] for p, v in coh.special_v2_path.items()},
+            "special_v2_eps": {p: v[k0:k1] for p, v in coh.special_v2_eps.items()},
             "visit2_rows": rows,
             "visit2_years": coh.visit2_years[lo:hi][rows],
             "visit2_bmi": v2cov["bmi"][lo:hi][rows],
@@ -197,6 +199,7 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True, live:
             "transcript_mean": coh.transcript_mean, "transcript_sd": coh.transcript_sd,
             "metabolite_mean": coh.metabolite_mean, "metabolite_sd": coh.metabolite_sd,
             "measure": measurement.apply,
+            "special_moments": coh.extras["special_moments"],
             "t9_moments": (measurement.t9_moments(world, coh.proteins[world.roles.decoys["T9"]], coh.pop["centre"])
                            if world.t9_centre is not None else None),
         }

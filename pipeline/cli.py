@@ -136,6 +136,7 @@ def run(app: App, argv: Optional[list] = None) -> int:
         return fail(str(exc))
     SESSION.status = 0
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_root_logging_kept())
         if args.multirun:
             sweep_dir = tempfile.mkdtemp(prefix="dtw-sweep-")
             stack.callback(shutil.rmtree, sweep_dir, True)
@@ -146,6 +147,24 @@ def run(app: App, argv: Optional[list] = None) -> int:
         except SystemExit as exc:  # Hydra exits after --help, --version and its own errors
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return SESSION.status
+
+
+@contextlib.contextmanager
+def _root_logging_kept():
+    """Hydra's ``--info`` puts a DEBUG handler on the root logger bound to the
+    stdout of the moment; an app called in-process (``main(argv)``) must leave the
+    caller's logging as it found it."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def _hydra_main(app: App, argv: list) -> None:

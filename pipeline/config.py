@@ -39,6 +39,9 @@ DECOY_MECHANISM = {
     "T9": "measurement_artifact",
 }
 SCALES = ("tiny", "small", "paper", "biobank")
+# Test-only switches of world.test_leaks: each restores one role tell or unplanned
+# trap the generator used to have (issue 12), so the tell scan can be shown to catch it.
+TEST_LEAKS = ("transcripts", "communality", "weak_instrument", "cis_sharing", "t8_signs", "t4_separable")
 CLUSTER_KINDS = ("local", "sync", "address")
 IMAGING_LAYOUTS = ("npz", "zarr", "none")
 # Participants per random-number block.  Fixed forever: changing it changes every world.
@@ -60,7 +63,7 @@ class ScaleConfig:
     participants: int = 1200  #: cohort size
     imaged: int = 240  #: participants with baseline cardiac MRI (top of the selection score)
     proteins: int = 300  #: plasma proteins (each paired with one transcript)
-    variants: int = 512  #: genotyped variants over 22 chromosomes
+    variants: int = 1024  #: genotyped variants over 22 chromosomes
     metabolites: int = 40  #: plasma metabolites
 
 
@@ -93,14 +96,14 @@ class ReleaseConfig:
 
 @dataclass
 class T1Params:
-    bmi_loading: float = 0.55  #: decoy = z[0.55 z(BMI) + sqrt(h2) G_cis + 0.8 eps]
-    residual: float = 0.8
+    bmi_loading: float = 0.55  #: decoy = z[ordinary protein + 0.55 z(BMI)], residual sqrt(0.8^2 - 0.55^2)
+    residual: float = 0.8  #: the supplement's residual, used only by the test_leaks=communality equation
 
 
 @dataclass
 class T2Params:
-    latent_loading: float = 0.50  #: decoy = z[0.50 L + sqrt(h2) G_cis + 0.75 eps]
-    residual: float = 0.75
+    latent_loading: float = 0.50  #: decoy = z[ordinary protein + 0.50 L], residual sqrt(0.8^2 - 0.50^2)
+    residual: float = 0.75  #: the supplement's residual, used only by the test_leaks=communality equation
 
 
 @dataclass
@@ -138,9 +141,7 @@ class T7Params:
 @dataclass
 class T8Params:
     hazard: float = 0.40  #: + 0.40 P_T8 in the cardiac log-hazard
-    edv: float = -0.20  #: surrogate loadings on the standardised imaging traits
-    esv: float = -0.30
-    wall: float = 0.15
+    imaging: float = 1.0  #: scale of the imaging effect delta_k = -imaging c_a alpha_a,k (c_a per archetype; 0 = none)
 
 
 @dataclass
@@ -156,9 +157,9 @@ class T9Params:
 class A9Params:
     late_ratio: List[float] = field(default_factory=lambda: [1.15, 1.45])  #: |w_late| / max other |w|
     base_fraction: List[float] = field(default_factory=lambda: [0.04, 0.10])  #: |w_base| / |w_late|
-    partner_latent: float = 0.50  #: partner = z[0.50 L_late + sqrt(h2) G_cis + 0.75 eps]
-    partner_residual: float = 0.75
-    driver_h2: float = 0.02  #: the delayed driver's weak cis instrument
+    partner_latent: float = 0.50  #: partner = z[ordinary protein + 0.50 L_late], residual sqrt(0.8^2 - 0.50^2)
+    partner_residual: float = 0.75  #: the supplement's residual, used only by the test_leaks=communality equation
+    driver_h2: float = 0.02  #: the delayed driver's fixed h2, used only by test_leaks=weak_instrument (else drawn from cis_h2_weak)
 
 
 @dataclass
@@ -207,7 +208,9 @@ class WorldConfig:
     n_drivers: int = 3  #: causal driver proteins (0 = null world)
     biases: List[str] = field(default_factory=lambda: ["T5", "T6", "T8"])
     driver_weight: List[float] = field(default_factory=lambda: [0.30, 0.45])  #: |w| ~ U(lo, hi)
-    cis_h2: List[float] = field(default_factory=lambda: [0.03, 0.25])  #: h2 ~ U(lo, hi)
+    cis_h2: List[float] = field(default_factory=lambda: [0.03, 0.25])  #: h2 ~ U(lo, hi) (the mixture's main component)
+    cis_h2_weak: List[float] = field(default_factory=lambda: [0.01, 0.03])  #: weak component of the h2 mixture (the A9 driver's)
+    cis_h2_weak_fraction: float = 0.25  #: share of proteins drawing h2 from the weak component
     af_beta: List[float] = field(default_factory=lambda: [0.734507, 1.064551])  #: q = 0.034381 + (0.5 - 0.034381) Beta(a, b)
     ld_decay_kb: float = 110.0  #: latent correlation exp(-|dpos| / ld_decay) between variants
     trans_fraction: float = 0.20  #: proteins with a trans (master-regulator) effect of sqrt(0.01)
@@ -224,6 +227,12 @@ class WorldConfig:
     n_centres: int = 10
     roles_salt: Optional[str] = None  #: re-deal the roles over protein identifiers (leak audit); None = the seed's own deal
     bias_params: BiasParams = field(default_factory=BiasParams)
+    #: TEST-ONLY, never in a benchmark world: names from TEST_LEAKS, each restoring one
+    #: role tell of the pre-issue-12 generator (transcripts mixed before the bias
+    #: equations, bias equations without factors and covariates, the A9 driver's fixed
+    #: weakest instrument, unconstrained cis loci, DCM-fixed surrogate imaging signs, a
+    #: T4 pair separable by association) so the tell scan can be shown to catch it.
+    test_leaks: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -481,6 +490,15 @@ def _check_biases(name: str, v) -> None:
     _need(len(set(vals)) == len(vals), f"{name}: {vals!r} lists a bias twice; valid: each of {', '.join(BIASES)} at most once")
 
 
+def _check_test_leaks(name: str, v) -> None:
+    vals = list(v) if OmegaConf.is_list(v) or isinstance(v, (list, tuple)) else None
+    if vals is None:
+        raise ConfigError(f"{name}: {_show(v)} is invalid; valid: a list of {', '.join(TEST_LEAKS)} (test-only)")
+    for b in vals:
+        _need(b in TEST_LEAKS, f"{name}: unknown leak {b!r}; valid: {', '.join(TEST_LEAKS)}")
+    _need(len(set(vals)) == len(vals), f"{name}: {vals!r} lists a leak twice; valid: each of {', '.join(TEST_LEAKS)} at most once")
+
+
 def _check_af_beta(name: str, v) -> None:
     vals = list(v) if OmegaConf.is_list(v) or isinstance(v, (list, tuple)) else []
     _need(len(vals) == 2 and all(_is_number(x) and 0 < x <= 1000 for x in vals),
@@ -539,6 +557,9 @@ FIELD_RULES: dict = {
     "world.biases": CUSTOM(_check_biases, why=f"a list of distinct biases from {', '.join(BIASES)}"),
     "world.driver_weight": PAIR(0.0, 5.0),
     "world.cis_h2": PAIR(0.0, 0.9),
+    "world.cis_h2_weak": PAIR(0.0, 0.9),
+    "world.cis_h2_weak_fraction": NUM(0, 1, why="share of proteins in the weak h2 component"),
+    "world.test_leaks": CUSTOM(_check_test_leaks, why=f"test-only: a list of distinct leaks from {', '.join(TEST_LEAKS)}"),
     "world.af_beta": CUSTOM(_check_af_beta, why="[a, b] with 0 < a, b <= 1000 (Beta shape parameters)"),
     "world.ld_decay_kb": NUM(0, 1e6, lo_open=True),
     "world.trans_fraction": NUM(0, 1),
@@ -572,9 +593,7 @@ FIELD_RULES: dict = {
     "world.bias_params.T6.esv": COEF,
     "world.bias_params.T7.direct": COEF,
     "world.bias_params.T8.hazard": COEF,
-    "world.bias_params.T8.edv": COEF,
-    "world.bias_params.T8.esv": COEF,
-    "world.bias_params.T8.wall": COEF,
+    "world.bias_params.T8.imaging": NUM(0, 5, why="scale of the surrogate's imaging effect (0 = none)"),
     "world.bias_params.T9.scale": NUM(0, 10, lo_open=True, why="the site's reporting scale"),
     "world.bias_params.T9.offset": NUM(-10, 10),
     "world.bias_params.T9.site_age_shift": NUM(-20, 20, why="years"),

@@ -138,9 +138,9 @@ def test_vcf_valid_for_bcftools_and_scikit_allel(tiny_world_noimaging):
     subprocess.run(["bgzip", "-t", vcf], check=True)
     body = subprocess.run(["bcftools", "view", "-H", vcf], check=True, capture_output=True, text=True).stdout
     n_var = len(body.splitlines())
-    assert n_var == 512
+    assert n_var == 1024
     stats = subprocess.run(["bcftools", "stats", vcf], check=True, capture_output=True, text=True).stdout
-    assert "number of records:\t512" in stats
+    assert "number of records:\t1024" in stats
     region = subprocess.run(["bcftools", "view", "-H", "-r", "2", vcf], check=True, capture_output=True, text=True).stdout
     assert region and all(line.split("\t")[0] == "2" for line in region.splitlines())
     cs = allel.read_vcf(vcf, fields=["calldata/GT", "samples", "variants/ID"])
@@ -360,10 +360,15 @@ def _cli(args, cwd, timeout=300, env=None):
 ])
 def test_hydra_flags(args, expect, tmp_path, monkeypatch, capsys):
     """In process (the real command is run by the next test and the wheel tests)."""
+    import logging
+
     from pipeline.build import main
 
     monkeypatch.chdir(tmp_path)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     assert main(args) == 0
+    assert (root.handlers, root.level) == (handlers, level), "the app left the caller's logging changed"
     out = capsys.readouterr().out
     for text in expect:
         assert text in out, (text, out[:2000])

@@ -119,7 +119,7 @@ def test_prelude_binds_names_and_reports_failures(tiny_world_noimaging, tmp_path
     agent = Replies(probe, py("raise ValueError('boom')"), py(SUBMIT_EMPTY))
     episode(tiny_world_noimaging, agent, tmp_path)
     ran, failed = agent.observations[1], agent.observations[2]
-    assert ran.status == "ran" and "Your code ran" in ran.text and "shape (1200, 512)" in ran.stdout
+    assert ran.status == "ran" and "Your code ran" in ran.text and "shape (1200, 1024)" in ran.stdout
     assert failed.status == "failed" and "Your code failed" in failed.text
     assert "ValueError: boom" in failed.stderr and "dtw_runtime" not in failed.stderr
 

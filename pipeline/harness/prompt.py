@@ -162,6 +162,7 @@ Build a participant-level measure of disease severity and write it to OUT_CSV wi
   cell_perturbation  {cell}  in vitro, read at baseline: a noisy read of the disease readouts, no survival information, and effects that build up over years do not show
   knockdown          {knock}  in vivo, followed for five years: a clean read of the disease readouts plus five-year survival
 Both lower the protein to about the cohort's 5th percentile and compare against untreated controls. The result, WORK/experiments/<protein>.<kind>.json, holds action, status, protein and delta: mean treated minus mean control for cavity_r (cavity radius), wall_t (wall thickness), ef (ejection fraction) and surv5y (five-year survival; null for a cell perturbation).
+These readouts are generic: the same fixed functions of disease severity in every world, not this cohort's disease-specific imaging, so read them as the direction and size of an effect on severity and survival (a larger cavity_r means more severe disease in every world).
 Your budget is {_money(budget)}. A request is charged after your program ends and its result appears when your next program starts. Requests you cannot afford, repeats of an experiment you already bought, and unknown kinds or proteins are refused at no cost. Observational genetics can point to a direction but misleads under pleiotropy and reverse causation, and for a marker that improves the measurements while harming the patient; an experiment settles such cases.
 
 ## Submission
