@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import blocks, buildrecord, config, preflight
+from . import blocks, buildrecord, bundle, config, preflight
 from .executor import log, make_executor
 from .timing import Progress, merge
 from .manifest import MANIFEST, build_manifest
@@ -270,7 +270,7 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True, live:
         write_sealed(output, world, coh, plain, dict(plain.get("oracle", {})), baseline, traits_z, traits_v1)
         if 1 in feature_tables:
             # the environment's own measurement of the released baseline pixels (baseline pipeline)
-            output.write_bytes(posixpath.join(output.sealed, "imaging_features.parquet"), table_bytes(feature_tables[1]))
+            output.write_bytes(posixpath.join(output.sealed, bundle.IMAGING_FEATURES), table_bytes(feature_tables[1]))
         output.write_json(posixpath.join(output.sealed, MANIFEST),
                           build_manifest(output, output.sealed, extra={"world_id": world.id, "bundle": "sealed"}))
         prog.start("manifest")

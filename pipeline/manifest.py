@@ -16,9 +16,8 @@ import os
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
 
-from . import FORMAT_VERSION, __version__
-
-MANIFEST = "MANIFEST.json"
+from . import __version__
+from .bundle import FORMAT_VERSION, MANIFEST, manifest_problems
 
 
 def source_date(environ=None) -> str | None:
@@ -87,23 +86,12 @@ def is_complete(output, root: str) -> bool:
 
 
 def verify(output, root: str) -> list:
-    """Problems with ``root`` against its manifest (empty list when intact)."""
+    """Problems with ``root`` against its manifest (empty list when intact), in the words
+    of the bundle contract's check (the release loader and the audit say the same)."""
     import json
 
     path = posixpath.join(root, MANIFEST)
     if not output.exists(path):
         return [f"{root}: no {MANIFEST}: the bundle is incomplete"]
     doc = json.loads(output.read_bytes(path))
-    problems = []
-    listed = {f["path"]: f for f in doc["files"]}
-    present = set(list_files(output.fs, root))
-    for rel in sorted(present - set(listed)):
-        problems.append(f"{rel}: present but not in the manifest")
-    for rel, f in listed.items():
-        if rel not in present:
-            problems.append(f"{rel}: listed in the manifest but missing")
-            continue
-        size, sha = _hash_file(output.fs, posixpath.join(root, rel))
-        if size != f["size"] or sha != f["sha256"]:
-            problems.append(f"{rel}: size or SHA-256 differs from the manifest")
-    return problems
+    return manifest_problems(output.fs, root, {f["path"]: f for f in doc["files"]})

@@ -74,7 +74,7 @@ def test_open_checks_the_manifest_and_gives_tables(rel, tiny_world):
 
 def test_genotypes_and_the_xarray_dataset_agree(rel):
     dosage = rel.genotypes()
-    assert dosage.shape == (1200, 512) and (dosage.dtypes == np.int8).all()
+    assert dosage.shape == (1200, 1024) and (dosage.dtypes == np.int8).all()
     ds = rel.genotype_dataset()
     assert ds["call_genotype"].dtype == np.int8 and ds["call_genotype"].dims == ("variants", "samples", "ploidy")
     np.testing.assert_array_equal(ds["call_genotype"].values.sum(axis=2).T, dosage.to_numpy())

@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from .. import bundle
 from ..agents.base import Agent, EpisodeInfo, Observation
 from ..oracle import KINDS, Ledger, load_oracle
 from ..score import COMPONENT_KEYS, score_episode
@@ -236,7 +237,7 @@ def world_paths(world_dir: os.PathLike | str) -> tuple[Path, Path, Path]:
 def world_id_of(world_dir: os.PathLike | str) -> str:
     world, _, sealed = world_paths(world_dir)
     try:
-        value = json.loads((sealed / "truth.json").read_text()).get("world_id")
+        value = bundle.read_sealed(sealed, bundle.TRUTH).get("world_id")
     except (OSError, ValueError, AttributeError):
         value = None
     return value if isinstance(value, str) and value else world.name

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from .. import bundle
 from ..config import A9Params, HardParams, T1Params, T2Params, T3Params, T6Params, T7Params, T8Params, T9Params
 from ..ld import LINK_R2, expected_haplotype_r
 from ..modalities.phenotypes import ARCHETYPE_LOADINGS, T8_IMAGING_C, TEXTURE_LOADINGS, TRAITS
@@ -54,7 +55,7 @@ class Ctx:
         self.truth = world.truth
         self.hid = world.hidden
         self.roles = world.hidden["roles"]
-        self.hp = pd.read_parquet(os.path.join(world.sealed, "hidden_participants.parquet"))
+        self.hp = bundle.read_sealed(world.sealed, bundle.HIDDEN_PARTICIPANTS)
         self.lat = world.latent
         self.L = self.lat["latent"].to_numpy()
         self.Ll = self.lat["latent_late"].to_numpy()
@@ -784,7 +785,7 @@ def _t8_analyst(world, c: Ctx) -> list:
     else:
         out.append(at_least("T8: surrogate raises cardiac deaths (z, adjusted Poisson)", G, b / se, Z_SIG, "S1.4 T8",
                             f"log-hazard ratio per SD {b:+.3f}"))
-    feats_path = os.path.join(world.sealed, "imaging_features.parquet")
+    feats_path = os.path.join(world.sealed, bundle.IMAGING_FEATURES)
     if os.path.exists(feats_path):
         out.append(_t8_imaging_analyst(world, c, x))
     return out
@@ -797,7 +798,7 @@ def _t8_imaging_analyst(world, c: Ctx, x: np.ndarray) -> Check:
     moves with the surrogate in the opposite direction to disease."""
     G = "mechanisms"
     name = "T8: surrogate looks protective on the archetype's imaging signature of disease (z)"
-    feats = pd.read_parquet(os.path.join(world.sealed, "imaging_features.parquet"))
+    feats = bundle.read_sealed(world.sealed, bundle.IMAGING_FEATURES)
     feats = feats[[k for k in feats.columns if feats[k].dtype.kind == "f"]]
     rows = world.covariates.index.get_indexer(feats.index)
     Y = c.analyst_y[rows]

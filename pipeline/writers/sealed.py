@@ -5,13 +5,13 @@ never import it.
 from __future__ import annotations
 
 import io
-import json
 import posixpath
 
 import numpy as np
 import pandas as pd
 import yaml
 
+from .. import bundle
 from ..modalities.population import ANCESTRY_BMI
 from ..world import World, oracle_spec, truth
 from .release.parquet import table_bytes
@@ -22,7 +22,7 @@ def hidden_model(world: World, cohort) -> dict:
     r = world.roles
     pid = world.protein_ids
     return {
-        "format_version": "1",
+        "format_version": bundle.FORMAT_VERSION,
         "world_id": world.id,
         "protein_cis_variant": [str(world.variant_id[v]) for v in world.protein_cis],
         "protein_h2": [round(float(h), 6) for h in world.protein_h2],
@@ -101,14 +101,14 @@ def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg:
                  traits_z: dict | None = None, traits_clinical: dict | None = None) -> None:
     s = output.sealed
     output.makedirs(s)
-    output.write_json(posixpath.join(s, "truth.json"), truth(world))
-    output.write_bytes(posixpath.join(s, "latent.parquet"), table_bytes(latent_table(world, cohort)))
+    output.write_json(posixpath.join(s, bundle.TRUTH), truth(world))
+    output.write_bytes(posixpath.join(s, bundle.LATENT), table_bytes(latent_table(world, cohort)))
     buf = io.BytesIO()
     np.save(buf, cohort.eval_mask.astype(bool), allow_pickle=False)
-    output.write_bytes(posixpath.join(s, "eval_mask.npy"), buf.getvalue())
-    output.write_json(posixpath.join(s, "oracle.json"), oracle_spec(world, oracle_cfg))
-    output.write_json(posixpath.join(s, "hidden_model.json"), hidden_model(world, cohort))
-    output.write_bytes(posixpath.join(s, "hidden_participants.parquet"), table_bytes(hidden_participants(world, cohort, traits_z, traits_clinical)))
+    output.write_bytes(posixpath.join(s, bundle.EVAL_MASK), buf.getvalue())
+    output.write_json(posixpath.join(s, bundle.ORACLE), oracle_spec(world, oracle_cfg))
+    output.write_json(posixpath.join(s, bundle.HIDDEN_MODEL), hidden_model(world, cohort))
+    output.write_bytes(posixpath.join(s, bundle.HIDDEN_PARTICIPANTS), table_bytes(hidden_participants(world, cohort, traits_z, traits_clinical)))
     # The world-determining config only: where it ran (cluster) and where it was
     # written (out, seeds path) do not change a byte of the world.
     resolved = {k: v for k, v in resolved_plain.items() if k not in ("cluster", "out", "seeds")}
@@ -116,11 +116,7 @@ def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg:
     from .. import __version__
 
     resolved["generator_version"] = __version__
-    output.write_text(posixpath.join(s, "world.yaml"), yaml.safe_dump(resolved, sort_keys=True))
+    output.write_text(posixpath.join(s, bundle.WORLD_CONFIG), yaml.safe_dump(resolved, sort_keys=True))
     if baseline is not None:
-        output.write_json(posixpath.join(s, "phenotype_baseline.json"), baseline)
+        output.write_json(posixpath.join(s, bundle.PHENOTYPE_BASELINE), baseline)
 
-
-def read_truth(sealed_dir: str) -> dict:
-    with open(posixpath.join(sealed_dir, "truth.json")) as fh:
-        return json.load(fh)
