@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import blocks, buildrecord, bundle, config, preflight
+from . import blocks, buildrecord, bundle, config, preflight, seeds, streams
 from .executor import log, make_executor
 from .timing import Progress, merge
 from .manifest import MANIFEST, build_manifest
@@ -107,11 +107,11 @@ def contigs() -> list:
 
 
 def _visit2_covariates(world, coh) -> dict:
-    e = blocks.normal(world, "visit2_covariates", (3,))
+    e = blocks.normal(world, streams.VISIT2_COVARIATES, (3,))
     pop = coh.pop
     return {
         "bmi": np.clip(pop["bmi"] + 0.4 + 1.2 * e[:, 0], 15.0, 55.0),
-        "smoking": (pop["smoking"] == 1) & (blocks.uniform(world, "visit2_quit") > 0.3),
+        "smoking": (pop["smoking"] == 1) & (blocks.uniform(world, streams.VISIT2_QUIT) > 0.3),
         "exercise": np.clip(pop["exercise"] * np.exp(0.35 * e[:, 1]), 0.0, 20.0),
     }
 
@@ -348,7 +348,7 @@ def _clinical_tables(world, coh, deaths, v2cov, visit_date) -> dict:
         "mace_events": tables.long_table(world, mace["row"], {"event": mace["event"], "years_from_baseline": mace["years"]}),
         "ehr_diagnoses": tables.long_table(world, dx["row"], {"icd10": dx["icd10"], "date": dx["date"].astype("datetime64[s]")}),
         "ehr_medications": tables.long_table(world, meds["row"], {"atc": meds["atc"], "description": meds["description"]}),
-        "targetability": tables.targetability(world, blocks.seeds.stream(world.seed, "world/targetability")),
+        "targetability": tables.targetability(world, seeds.stream(world.seed, streams.TARGETABILITY)),
     }
     if world.messy:
         for name in ("ecg_features", "coronary_ct"):

@@ -16,7 +16,7 @@ from .timing import StageTimer, merge
 import numpy as np
 import pandas as pd
 
-from . import seeds
+from . import seeds, streams
 from .config import BLOCK_SIZE
 from .modalities import phenotypes
 from .outputs import Output
@@ -31,7 +31,7 @@ def noise_keys(world, rows: np.ndarray, visit: int) -> np.ndarray:
     by_block = rows // BLOCK_SIZE
     for b in np.unique(by_block):
         lo, hi = world.block_range(int(b))
-        all_keys = seeds.seed_sequence(world.seed, f"mri/visit{visit}", int(b)).generate_state(hi - lo, dtype=np.uint64)
+        all_keys = seeds.seed_sequence(world.seed, streams.MRI.format(visit=visit), int(b)).generate_state(hi - lo, dtype=np.uint64)
         sel = by_block == b
         keys[sel] = all_keys[rows[sel] - lo]
     return keys

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import blocks
+from .. import blocks, streams
 from ..world import CARDIAC_AGE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING
 
 # Archetype-specific cardiomyopathy code.
@@ -48,7 +48,7 @@ def mace(world, cohort, deaths: dict, surrogate: np.ndarray) -> dict:
     for typ, sh in zip(MACE_TYPES, share):
         c1 = MACE_BASE * sh * np.exp(0.85 * CARDIAC_L * cohort.latent + base)
         c2 = MACE_BASE * sh * np.exp(0.85 * CARDIAC_L * cohort.latent_late + base)
-        t = _piecewise_time(c1, c2, k, switch, blocks.exponential(world, f"mace/{typ}"))
+        t = _piecewise_time(c1, c2, k, switch, blocks.exponential(world, streams.MACE.format(event=typ)))
         times[typ] = np.where(t < deaths["followup"], t, np.nan)
     card = deaths["cause"] == "cardiac"
     times["cardiac_death"] = np.where(card, deaths["followup"], np.nan)
@@ -83,7 +83,7 @@ def diagnoses(world, cohort, deaths: dict, mace_events: dict, visit_date: np.nda
         ("I20.9", -3.4 + 0.6 * za + 0.3 * smk + 0.3 * L, -3.6 + 0.6 * za + 0.3 * Ll),
         ("J44.9", -3.2 + 1.4 * smk + 0.4 * za, -3.8 + 1.4 * smk + 0.4 * za),
     ]
-    u = blocks.uniform(world, "ehr/diagnoses", (len(specs), 4))
+    u = blocks.uniform(world, streams.DIAGNOSES, (len(specs), 4))
     rows, codes, dates = [], [], []
     for k, (code, prev_logit, inc_logit) in enumerate(specs):
         prevalent = u[:, k, 0] < _logistic(prev_logit)
@@ -151,7 +151,7 @@ def medications(world, cohort, dx: dict, visit_date: np.ndarray) -> dict:
         -3.8 + 3.0 * has("I48.9"),
         -1.8 + 1.3 * has("I10") + 0.2 * za,
     ]
-    u = blocks.uniform(world, "ehr/medications", (len(MEDICATIONS),))
+    u = blocks.uniform(world, streams.MEDICATIONS, (len(MEDICATIONS),))
     rows, atc, desc = [], [], []
     for k, ((code, name), logit) in enumerate(zip(MEDICATIONS, logits)):
         on = u[:, k] < _logistic(logit)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import blocks
+from .. import blocks, streams
 from ..blocks import zscore
 from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, L_AGE, L_BMI,
                      L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
@@ -131,7 +131,7 @@ def assemble(world: World, cores: list) -> Cohort:
 
     # ---- latent severity (S1.2) ---------------------------------------------------
     l_raw = (L_BMI * z_bmi + L_SMOKING * pop["smoking"] + L_DIRECT * g_direct + L_AGE * z_age
-             + world.latent_residual * blocks.normal(world, "latent_residual"))
+             + world.latent_residual * blocks.normal(world, streams.LATENT_RESIDUAL))
     if r.drivers.size:
         l_raw = l_raw + driver_sum(world, proteins, r.weights)
     if world.has("T7"):
@@ -155,7 +155,7 @@ def assemble(world: World, cores: list) -> Cohort:
     tr_own = np.concatenate([c["special_tr_own"] for c in cores]) if specials else None
     cov_terms = _covariate_terms(pop)
     paths = {"T1": z_bmi, "T2": latent, "A9_partner": latent_late}
-    eps = {role: blocks.normal(world, f"special/{role}") for role, _ in specials}
+    eps = {role: blocks.normal(world, streams.SPECIAL.format(role=role)) for role, _ in specials}
     for k, (role, p) in enumerate(specials):
         x, bio, sys_part = special_raw(world, role, p, raw[:, list(tracked).index(p)], resid[:, k], eps[role], g_cis[p],
                                        paths[role], cov_terms)
@@ -169,11 +169,11 @@ def assemble(world: World, cores: list) -> Cohort:
             special_tr[p] = (t - t.mean()) / t.std()
 
     # ---- outcomes need the surrogate; imaging selection needs L and P_sel ---------
-    eval_mask = blocks.uniform(world, "eval_mask") < float(world.params["eval_fraction"])
+    eval_mask = blocks.uniform(world, streams.EVAL_MASK) < float(world.params["eval_fraction"])
     score = (-0.24 * z_age - 0.52 * z_bmi + world.centre_selection[pop["centre"]]
              + world.ancestry_selection[pop["ancestry"]])
     t3 = bp["T3"]
-    noise = t3["noise"] * blocks.normal(world, "imaging_selection")
+    noise = t3["noise"] * blocks.normal(world, streams.IMAGING_SELECTION)
     if world.has("T3"):
         eta = t3["eta"]
         score = score + t3["latent"] * eta * latent + t3["protein"] * eta * proteins[r.decoys["T3"]]
@@ -232,12 +232,12 @@ def simulate_deaths(world: World, cohort: Cohort) -> dict:
     c1 = CARDIAC_BASE * np.exp(CARDIAC_L * cohort.latent + base)
     c2 = CARDIAC_BASE * np.exp(CARDIAC_L * cohort.latent_late + base)
     switch = float(world.params["visit2_years"])
-    e_card = blocks.exponential(world, "death_cardiac")
+    e_card = blocks.exponential(world, streams.DEATH_CARDIAC)
     h_switch = c1 * np.expm1(k * switch) / k
     t_early = np.log1p(k * e_card / c1) / k
     t_late = np.log(np.exp(k * switch) + k * np.maximum(e_card - h_switch, 0.0) / c2) / k
     t_card = np.where(e_card < h_switch, t_early, t_late)
-    e_other = blocks.exponential(world, "death_other")
+    e_other = blocks.exponential(world, streams.DEATH_OTHER)
     a = OTHER_BASE * np.exp(OTHER_AGE_SLOPE * (pop["age"] - OTHER_AGE_CENTRE))
     t_other = np.log1p(OTHER_AGE_SLOPE * e_other / a) / OTHER_AGE_SLOPE
     horizon = float(world.params["followup_years"])
@@ -251,11 +251,11 @@ def simulate_deaths(world: World, cohort: Cohort) -> dict:
 def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> None:
     """A random 20 % of participants, among those alive at their visit-2 date."""
     n = world.n
-    when = float(world.params["visit2_years"]) + blocks.uniform(world, "visit2_time") - 0.5
+    when = float(world.params["visit2_years"]) + blocks.uniform(world, streams.VISIT2_TIME) - 0.5
     alive = ~(deaths["died"] & (deaths["followup"] <= when))
     frac = float(world.params["visit2_fraction"])
     q = min(1.0, frac * n / max(1, int(alive.sum())))
-    cohort.visit2 = alive & (blocks.uniform(world, "visit2") < q)
+    cohort.visit2 = alive & (blocks.uniform(world, streams.VISIT2) < q)
     cohort.visit2_years = np.where(cohort.visit2, when, np.nan)
 
 
@@ -269,7 +269,7 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
     v2 = cohort.visit2
     z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
     rho = float(np.mean(cohort.latent * cohort.latent_late))  # both standardised; no BLAS in a written value
-    ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, "a9_partner/disease_ahead_visit2")
+    ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, streams.A9_AHEAD)
     paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": ahead}
     cohort.special_v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
     # The planted path persists between visits more than an ordinary protein's residual
@@ -288,5 +288,5 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
             rho = float(np.mean((x - x.mean()) * (y - y.mean())) / (x.std() * y.std()))
             r2 = special_residual(loading) ** 2
             carry = float(np.clip((VISIT2_RESID_CARRY * PROTEIN_RESIDUAL ** 2 - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0
-        renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, f"special_visit2/{role}")
+        renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, streams.SPECIAL_VISIT2.format(role=role))
         cohort.special_v2_eps[p] = renewed[v2]

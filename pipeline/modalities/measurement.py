@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import seeds
+from .. import seeds, streams
 
 MISSING_RATE = {"transcriptomics": 0.002, "metabolomics": 0.01}
 # Metabolites are released as concentrations (mmol/L): value = mu exp(sigma z).
@@ -15,7 +15,7 @@ MESSY_LAB_CENTRES = (1, 4, 7)
 
 
 def metabolite_units(world) -> tuple:
-    rng = seeds.stream(world.seed, "world/metabolite_units")
+    rng = seeds.stream(world.seed, streams.METABOLITE_UNITS)
     mu = np.round(np.exp(rng.normal(-0.5, 1.0, world.n_metabolites)), 4)
     sigma = rng.uniform(0.2, 0.5, world.n_metabolites)
     molar_mass = rng.uniform(60.0, 400.0, world.n_metabolites)  # g/mol, for mmol/L -> mg/dL
@@ -47,7 +47,7 @@ def apply(world, b: int, values: np.ndarray, pop: dict, table: str, rows: np.nda
         if t9 is not None:
             values[:, p] = (values[:, p] - t9[0]) / t9[1]
     rate = world.params["protein_missing"] if table.startswith("proteomics") else MISSING_RATE[table]
-    u = seeds.stream(world.seed, f"missing/{table}", b).random((n_block, values.shape[1]))
+    u = seeds.stream(world.seed, streams.MISSING.format(table=table), b).random((n_block, values.shape[1]))
     if rows is not None:
         u = u[rows]
     if world.messy and table.startswith("proteomics"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import blocks
+from .. import blocks, streams
 
 SENTINEL_COLUMNS = {"p20116_i0": (-3,), "p22040_i0": (-1, -3), "p21000_i0": (-3,)}
 # Implausible entries: data-entry errors an analyst must catch.
@@ -22,7 +22,7 @@ def covariate_sentinels(world) -> dict:
     rate = float(world.params["bias_params"]["messy"]["sentinel_rate"])
     out = {}
     for col, codes in SENTINEL_COLUMNS.items():
-        u = blocks.uniform(world, f"messy/sentinel/{col}", (2,))
+        u = blocks.uniform(world, streams.MESSY_SENTINEL.format(column=col), (2,))
         rows = np.flatnonzero(u[:, 0] < rate)
         pick = np.minimum((u[rows, 1] * len(codes)).astype(int), len(codes) - 1)
         out[col] = (rows, np.asarray(codes)[pick])
@@ -33,7 +33,7 @@ def corrupt_table(world, name: str, df: pd.DataFrame) -> pd.DataFrame:
     """Some cells missing and a few implausible values, reproducibly per participant."""
     df = df.astype({c: np.float64 for c in df.columns if df[c].dtype.kind in "iub"})
     m = world.params["bias_params"]["messy"]
-    u = blocks.uniform(world, f"messy/{name}", (len(df.columns), 3))
+    u = blocks.uniform(world, streams.MESSY.format(table=name), (len(df.columns), 3))
     for j, col in enumerate(df.columns):
         missing = u[:, j, 0] < CLINICAL_MISSING
         values = df[col].to_numpy(copy=True)

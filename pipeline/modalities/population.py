@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import seeds
+from .. import seeds, streams
 from ..world import (AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, BMI_CENTRE, BMI_RESID_SD, MALE_P,
                      SMOKING_PREVALENCE)
 
@@ -26,7 +26,7 @@ def _truncated_normal(rng, mean, sd, lo, hi):
 def population_block(world, b: int) -> dict:
     lo, hi = world.block_range(b)
     n = hi - lo
-    rng = seeds.stream(world.seed, "population", b)
+    rng = seeds.stream(world.seed, streams.POPULATION, b)
     centre = rng.choice(len(world.centre_p), size=n, p=world.centre_p)
     sex = (rng.random(n) < MALE_P).astype(np.int8)
     age = _truncated_normal(rng, AGE_MEAN + world.centre_age_shift[centre], AGE_SD, AGE_LO, AGE_HI)
