@@ -8,6 +8,7 @@ writers -> manifests (release last).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import posixpath
@@ -19,7 +20,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import blocks, buildrecord, bundle, config, preflight, seeds, streams
+from . import blocks, buildrecord, config, preflight, seeds, streams
 from .executor import log, make_executor
 from .timing import Progress, merge
 from .manifest import MANIFEST, build_manifest
@@ -27,7 +28,7 @@ from .modalities import clinical, cohort as cohort_mod, measurement, phenotypes
 from .outputs import Output
 from .stages import OMICS_TABLES, assemble_parquet, block_groups, core_task, omics_task
 from .world import CONTIGS, CHROM_LENGTHS, sample_world
-from .writers.release.parquet import table_bytes
+from .writers.parquet import table_bytes
 
 GENOTYPE_VARIANT_CHUNK = 256  # variants per genotype-store chunk (part of the format; = VCF_CHUNK so each VCF chunk decodes one store chunk)
 VCF_CHUNK = 256  # records per independently compressed VCF chunk (part of the format)
@@ -188,9 +189,11 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True, live:
         coh = cohort_mod.assemble(world, cores)
         del cores
         deaths = cohort_mod.simulate_deaths(world, coh)
-        cohort_mod.choose_visit2(world, coh, deaths)
+        visit2, visit2_years = cohort_mod.choose_visit2(world, coh, deaths)
+        coh = dataclasses.replace(coh, visit2=visit2, visit2_years=visit2_years)
         v2cov = _visit2_covariates(world, coh)
-        cohort_mod.visit2_specials(world, coh, v2cov["bmi"])
+        v2_path, v2_eps = cohort_mod.visit2_specials(world, coh, v2cov["bmi"])
+        coh = dataclasses.replace(coh, special_v2_path=v2_path, special_v2_eps=v2_eps)
 
         # ---- omics partitions and Parquet assembly ---------------------------------
         prog.start("molecules")
@@ -267,12 +270,8 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True, live:
         from .writers.sealed import write_sealed
 
         plain = config.to_plain(cfg)
-        write_sealed(output, world, coh, plain, dict(plain.get("oracle", {})), baseline, traits_z, traits_v1)
-        if 1 in feature_tables:
-            # the environment's own measurement of the released baseline pixels (baseline pipeline)
-            output.write_bytes(posixpath.join(output.sealed, bundle.IMAGING_FEATURES), table_bytes(feature_tables[1]))
-        output.write_json(posixpath.join(output.sealed, MANIFEST),
-                          build_manifest(output, output.sealed, extra={"world_id": world.id, "bundle": "sealed"}))
+        write_sealed(output, world, coh, plain, dict(plain.get("oracle", {})), baseline, traits_z, traits_v1,
+                     imaging_features=feature_tables.get(1))
         prog.start("manifest")
         output.rm(output.work)
         manifest = build_manifest(output, output.release, known=known_hashes,

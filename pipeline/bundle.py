@@ -47,6 +47,9 @@ TABLES = ("covariates", "proteomics", "transcriptomics", "metabolomics", "ecg_fe
           "mortality", "mace_events", "ehr_diagnoses", "ehr_medications", "covariates_visit2",
           "proteomics_visit2", "targetability")
 TABLE_SUFFIX = ".parquet"
+#: How every table is compressed (release and sealed alike; a build's config may not change it).
+PARQUET_COMPRESSION = "zstd"
+PARQUET_COMPRESSION_LEVEL = 3
 DATA_DICTIONARY_TSV = "data_dictionary.tsv"
 DATA_DICTIONARY_MD = "data_dictionary.md"
 GENOTYPES_VCF = "genotypes.vcf.gz"
@@ -103,6 +106,24 @@ class UnknownFormat(BundleError):
 
 class MissingFile(BundleError, FileNotFoundError):
     """A file the contract requires is absent (also a FileNotFoundError, for callers that tolerate it)."""
+
+
+def source_date(environ=None) -> str | None:
+    """The manifest's ``created`` time: ``SOURCE_DATE_EPOCH`` (https://reproducible-builds.org/specs/source-date-epoch/)
+    as an ISO 8601 UTC time, or None when it is unset.  A malformed value is an
+    error, as the specification asks, rather than silently ignored."""
+    import datetime as _dt
+
+    value = (os.environ if environ is None else environ).get("SOURCE_DATE_EPOCH")
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise ValueError(f"SOURCE_DATE_EPOCH: {value!r} is not a time; valid: a non-negative integer of seconds since 1970-01-01 UTC")
+    try:
+        when = _dt.datetime.fromtimestamp(int(value), _dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"SOURCE_DATE_EPOCH: {value} is out of range; valid: seconds since 1970-01-01 UTC up to year 9999") from None
+    return when.isoformat()
 
 
 def table_file(name: str) -> str:

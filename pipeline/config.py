@@ -531,11 +531,12 @@ def _check_dashboard(name: str, v) -> None:
 
 
 def _parquet_rules():
-    # The writer's encoding is fixed (writers/release/parquet.py): these fields
+    # The tables' encoding is fixed (pipeline/bundle.py): these fields
     # exist so that sealed/world.yaml records it; any other value would be ignored.
-    from .writers.release.parquet import COMPRESSION, COMPRESSION_LEVEL
+    from .bundle import PARQUET_COMPRESSION as COMPRESSION
+    from .bundle import PARQUET_COMPRESSION_LEVEL as COMPRESSION_LEVEL
 
-    fixed = "the release's Parquet encoding is fixed by writers/release/parquet.py"
+    fixed = "the release's Parquet encoding is fixed by the bundle contract (pipeline/bundle.py)"
     return CHOICE(COMPRESSION, why=fixed), INT(COMPRESSION_LEVEL, COMPRESSION_LEVEL, why=fixed)
 
 
@@ -629,7 +630,7 @@ FIELD_RULES: dict = {
     "release.angiograms": INT(0, 0, why="angiogram rendering is not implemented yet"),
     "release.vcf": FLAG,
     "release.genotype_zarr": FLAG,
-    "release.parquet_compression": None,  # filled from the writer's constants below
+    "release.parquet_compression": None,  # filled from the bundle contract's constants below
     "release.parquet_compression_level": None,
     # ---- the rest
     "oracle.paper_compat": FLAG,

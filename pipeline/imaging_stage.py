@@ -187,7 +187,7 @@ def baseline_record(world, coh, features: pd.DataFrame) -> dict:
 
 
 def features_bytes(table: pd.DataFrame) -> bytes:
-    from .writers.release.parquet import table_bytes
+    from .writers.parquet import table_bytes
 
     return table_bytes(table)
 

@@ -10,30 +10,12 @@ record beside the bundle (``pipeline.buildrecord``).
 """
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
-import os
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
 
 from . import __version__
-from .bundle import FORMAT_VERSION, MANIFEST, manifest_problems
-
-
-def source_date(environ=None) -> str | None:
-    """``SOURCE_DATE_EPOCH`` (https://reproducible-builds.org/specs/source-date-epoch/)
-    as an ISO 8601 UTC time, or None when it is unset.  A malformed value is an
-    error, as the specification asks, rather than silently ignored."""
-    value = (os.environ if environ is None else environ).get("SOURCE_DATE_EPOCH")
-    if value is None:
-        return None
-    if not value.isdigit():
-        raise ValueError(f"SOURCE_DATE_EPOCH: {value!r} is not a time; valid: a non-negative integer of seconds since 1970-01-01 UTC")
-    try:
-        when = _dt.datetime.fromtimestamp(int(value), _dt.timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        raise ValueError(f"SOURCE_DATE_EPOCH: {value} is out of range; valid: seconds since 1970-01-01 UTC up to year 9999") from None
-    return when.isoformat()
+from .bundle import FORMAT_VERSION, MANIFEST, manifest_problems, source_date
 
 
 def _hash_file(fs, path: str) -> tuple:

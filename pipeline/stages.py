@@ -182,7 +182,7 @@ def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, col
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .writers.release.parquet import writer_options
+    from .writers.parquet import writer_options
 
     output = Output(out_url, world_id)
     timer = StageTimer()

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from . import ld, seeds
-from .config import BLOCK_SIZE, DECOY_MECHANISM, ConfigError, Resolved
+from .config import BLOCK_SIZE, ConfigError, Resolved
 
 # GRCh38 autosome lengths: the variant map spreads over a human-sized genome so that
 # physical distances (and hence LD) are on a realistic scale.
@@ -558,7 +558,7 @@ def sample_world(resolved: Resolved) -> World:
 
     site_fields = None
     if "T5" in biases:
-        from .imaging.render import sample_site_fields
+        from .imaging.site_fields import sample_site_fields
 
         site_fields = sample_site_fields(seeds.stream(seed, "world/T5"), C,
                                          amplitude=float(w.bias_params.T5.amplitude), n_terms=int(w.bias_params.T5.n_terms))
@@ -583,67 +583,3 @@ def sample_world(resolved: Resolved) -> World:
         site_fields=site_fields, oracle_key=oracle_key, leaks=leaks, coregulated=np.asarray(coregulated, np.int64).reshape(-1, 2),
         cis_placement=placement,
     )
-
-
-# ------------------------------------------------------------------------- truth
-
-
-def direction_of(weight: float) -> str:
-    """`inhibit` when raising the protein raises L, `activate` when it lowers L."""
-    return "inhibit" if weight > 0 else "activate"
-
-
-def truth(world: World) -> dict:
-    r = world.roles
-    pid = world.protein_ids
-    drivers = [
-        {"protein": pid[p], "direction": direction_of(wl), "weight": round(float(wb), 6),
-         "weight_late": round(float(wl), 6), "delayed": bool(d)}
-        for p, wb, wl, d in zip(r.drivers, r.weights, r.weights_late, r.delayed)
-    ]
-    drivers.sort(key=lambda d: d["protein"])
-    decoys = [{"protein": pid[p], "bias": b, "mechanism": DECOY_MECHANISM[b]} for b, p in r.decoys.items()]
-    decoys.sort(key=lambda d: d["protein"])
-    pairs = []
-    if r.t4_partner is not None:
-        pairs.append({"kind": "T4", "causal": pid[r.t4_causal], "partner": pid[r.t4_partner],
-                      "variant": str(world.variant_id[world.protein_cis[r.t4_causal]])})
-    if r.a9_partner is not None:
-        pairs.append({"kind": "A9", "causal": pid[r.a9_causal], "partner": pid[r.a9_partner], "variant": None})
-    return {
-        "world_id": world.id,
-        "archetype": world.archetype,
-        "hard": world.hard,
-        "biases": list(world.biases),
-        "drivers": drivers,
-        "surrogate": pid[r.surrogate] if r.surrogate is not None else None,
-        "decoys": decoys,
-        "pairs": pairs,
-    }
-
-
-def oracle_spec(world: World, oracle_cfg: dict) -> dict:
-    r = world.roles
-    pid = world.protein_ids
-    inter = None
-    if r.interaction is not None:
-        a, b, coef = r.interaction
-        inter = {"a": pid[a], "b": pid[b], "coef": round(float(coef), 6)}
-    return {
-        "format_version": "1",
-        "world_id": world.id,
-        "oracle_key": world.oracle_key,
-        "hard": world.hard,
-        "latent_residual_sd": world.latent_residual,
-        "morphology_residual_sd": float(world.params["morphology_residual"]),
-        "saturation": float(world.params["bias_params"]["hard"]["saturation"]),
-        "interaction": inter,
-        "drivers": [{"protein": pid[p], "index": int(p), "weight": round(float(wb), 6), "weight_late": round(float(wl), 6)}
-                    for p, wb, wl in sorted(zip(r.drivers, r.weights, r.weights_late))],
-        "surrogate": ({"protein": pid[r.surrogate], "index": int(r.surrogate)} if r.surrogate is not None else None),
-        "proteins": pid,
-        "costs": {"cell_perturbation": 150000, "knockdown": 400000},
-        "n": {"cell_perturbation": 120, "knockdown": 800},
-        "paper_compat": bool(oracle_cfg.get("paper_compat", False)),
-        "realism": bool(oracle_cfg.get("realism", False)),
-    }

@@ -1,7 +1,9 @@
 """The package's layering, read from the import statements (every one, those inside
-functions included): the judging side reads a built world through the bundle contract
-(``pipeline.bundle``) and never imports the generator's internals; the standalone
-modules import nothing of the package.
+functions included): the generator's stages import only earlier stages (config, the
+hidden world model, participant blocks, modalities, tables, writers, the task stages,
+the command line; never the judging side); the judging side reads a built world
+through the bundle contract (``pipeline.bundle``) and never imports the generator's
+internals; the standalone modules import nothing of the package.
 
 A rule is (who, may not import what, why).  To add a layer, append a Rule to RULES;
 every rule is checked statically over each module of ``who`` and, for the judging
@@ -33,6 +35,37 @@ GENERATOR = ("pipeline.world", "pipeline.modalities", "pipeline.stages", "pipeli
 STANDALONE = ("pipeline.bundle", "pipeline.genotypes_io")
 
 
+#: The generator's stages in data-flow order: a module may import its own stage and
+#: earlier ones.  A name maps to the stage of its longest listed prefix; ``pipeline``
+#: itself (the version, FORMAT_VERSION) is the base.
+STAGES = (
+    ("base", ("pipeline", "pipeline.paths", "pipeline.seeds", "pipeline.streams", "pipeline.bundle", "pipeline.ld",
+              "pipeline.timing", "pipeline.outputs", "pipeline.genotypes_io")),
+    ("config", ("pipeline.config", "pipeline.preflight")),
+    ("world", ("pipeline.world", "pipeline.imaging.site_fields")),
+    ("blocks", ("pipeline.blocks",)),
+    ("modalities", ("pipeline.modalities", "pipeline.imaging", "pipeline.imaging.templates", "pipeline.imaging.render",
+                    "pipeline.imaging.measure")),
+    ("tables", ("pipeline.tables", "pipeline.data_dictionary")),
+    ("writers", ("pipeline.writers", "pipeline.imaging.writer", "pipeline.manifest")),
+    ("stages", ("pipeline.stages", "pipeline.imaging_stage", "pipeline.executor")),
+    ("build", ("pipeline.buildrecord", "pipeline.build", "pipeline.panel", "pipeline.cli")),
+    # after the build: what reads, judges or plays a built world
+    ("judging", JUDGING + ("pipeline.validate", "pipeline.validation", "pipeline.experiment", "pipeline.harness",
+                           "pipeline.agents", "pipeline.episode")),
+)
+
+
+def stage_of(name: str) -> tuple[int, str] | None:
+    """(index, name) of the stage of module (or module attribute) ``name``."""
+    best = None
+    for i, (stage, prefixes) in enumerate(STAGES):
+        for p in prefixes:
+            if _is_under(name, (p,)) and (best is None or len(p) > best[2]):
+                best = (i, stage, len(p))
+    return None if best is None else best[:2]
+
+
 @dataclass(frozen=True)
 class Rule:
     who: tuple[str, ...]
@@ -48,6 +81,11 @@ class Rule:
 
 RULES = [
     Rule(JUDGING, GENERATOR, "the judging side reads worlds through pipeline.bundle, not through the code that made them"),
+    Rule(("pipeline.writers.sealed",), ("pipeline.writers.release",), "the sealed writer shares no code path with the "
+         "release writers, so nothing sealed can be written into release/"),
+    Rule(("pipeline.writers.release",), ("pipeline.writers.sealed",), "the release writers never see the sealed writer"),
+    Rule(("pipeline.world",), ("pipeline.imaging.render", "pipeline.imaging.measure", "pipeline.imaging.writer"),
+         "the hidden world model imports no renderer"),
     Rule(STANDALONE, ("pipeline",), "copied beside agent code, which has no package to import from", STANDALONE),
 ]
 
@@ -99,6 +137,26 @@ def test_no_module_imports_across_a_layer(rule):
                 if _is_under(name, rule.forbidden) and not _is_under(name, rule.allowed):
                     problems.append(f"{path.relative_to(REPO)}:{line} imports {name}")
     assert not problems, f"{rule.why}:\n" + "\n".join(problems)
+
+
+GENERATOR_STAGES = [m for stage, prefixes in STAGES[:-1] for p in prefixes if p != "pipeline"
+                    for m in module_files(p)]
+
+
+@pytest.mark.parametrize("module", sorted(set(GENERATOR_STAGES)))
+def test_no_stage_imports_a_later_one(module):
+    path = module_files(module)[module]
+    own = stage_of(module)
+    later = [f"{path.relative_to(REPO)}:{line} ({own[1]}) imports {name} ({stage_of(name)[1]})"
+             for line, name in imports(module, path)
+             if name.startswith("pipeline") and stage_of(name)[0] > own[0]]
+    assert not later, "a stage imports a later one:\n" + "\n".join(later)
+
+
+def test_every_module_has_a_stage():
+    """A new module must be placed in STAGES (or be judging-side) so that the rule above covers it."""
+    unplaced = [m for m in module_files("pipeline") if stage_of(m)[1] == "base" and m not in STAGES[0][1]]
+    assert not unplaced, f"modules in no stage: {unplaced}"
 
 
 @pytest.mark.parametrize("side", READERS)

@@ -248,37 +248,41 @@ def simulate_deaths(world: World, cohort: Cohort) -> dict:
     return {"died": died, "cause": cause, "followup": followup, "t_death": np.where(died, t_death, np.nan)}
 
 
-def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> None:
-    """A random 20 % of participants, among those alive at their visit-2 date."""
+def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A random 20 % of participants, among those alive at their visit-2 date:
+    (bool [n] who attends, float [n] years from baseline, NaN for the others)."""
     n = world.n
     when = float(world.params["visit2_years"]) + blocks.uniform(world, streams.VISIT2_TIME) - 0.5
     alive = ~(deaths["died"] & (deaths["followup"] <= when))
     frac = float(world.params["visit2_fraction"])
     q = min(1.0, frac * n / max(1, int(alive.sum())))
-    cohort.visit2 = alive & (blocks.uniform(world, streams.VISIT2) < q)
-    cohort.visit2_years = np.where(cohort.visit2, when, np.nan)
+    visit2 = alive & (blocks.uniform(world, streams.VISIT2) < q)
+    return visit2, np.where(visit2, when, np.nan)
 
 
-def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
+def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> tuple[dict, dict]:
     """The planted paths of the bias equations at visit 2 (visit-2 rows): BMI then, L_late
     (disease then) for the reverse-causation decoy, and for the A9 partner, which tracks
     disease five years ahead, disease five years after visit 2: L_late carried on as L
     carried into L_late (correlation rho = r(L, L_late)) with fresh variation.  The omics
     stage applies them to the proteins' ordinary visit-2 values and standardises with the
-    baseline moments, so change is visible."""
+    baseline moments, so change is visible.
+
+    Returns ({protein: planted path}, {protein: own residual}), visit-2 rows only:
+    the cohort's ``special_v2_path`` and ``special_v2_eps``."""
     v2 = cohort.visit2
     z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
     rho = float(np.mean(cohort.latent * cohort.latent_late))  # both standardised; no BLAS in a written value
     ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, streams.A9_AHEAD)
     paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": ahead}
-    cohort.special_v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
+    v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
     # The planted path persists between visits more than an ordinary protein's residual
     # does (BMI and disease change little in five years), so the bias equation's own
     # residual renews faster, by just enough that the protein's visit-to-visit stability
     # is an ordinary protein's: carry r'^2 + rho l^2 = 0.6 x 0.8^2.
     before = {"T1": cohort.z_bmi, "T2": cohort.latent, "A9_partner": cohort.latent_late}
     eps = cohort.extras["special_eps"]
-    cohort.special_v2_eps = {}
+    v2_eps = {}
     for role, p in world.special_proteins().items():
         carry = VISIT2_RESID_CARRY
         if not world.leaky("communality"):
@@ -289,4 +293,5 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
             r2 = special_residual(loading) ** 2
             carry = float(np.clip((VISIT2_RESID_CARRY * PROTEIN_RESIDUAL ** 2 - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0
         renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, streams.SPECIAL_VISIT2.format(role=role))
-        cohort.special_v2_eps[p] = renewed[v2]
+        v2_eps[p] = renewed[v2]
+    return v2_path, v2_eps

@@ -1,6 +1,8 @@
 """The sealed bundle (SPEC section 6): everything only the scorer and the oracle
-may read.  This module never writes under ``release/``; the release writers
-never import it.
+may read, and the one writer of everything under ``sealed/`` (the truth, the
+oracle's spec, the hidden model and participants, the latent severity, the
+evaluation mask, the world's config).  This module never writes under
+``release/``; the release writers never import it, nor it them.
 """
 from __future__ import annotations
 
@@ -13,8 +15,73 @@ import yaml
 
 from .. import bundle
 from ..modalities.population import ANCESTRY_BMI
-from ..world import World, oracle_spec, truth
-from .release.parquet import table_bytes
+from ..config import DECOY_MECHANISM
+from ..manifest import build_manifest
+from ..world import World
+from .parquet import table_bytes
+
+
+def direction_of(weight: float) -> str:
+    """`inhibit` when raising the protein raises L, `activate` when it lowers L."""
+    return "inhibit" if weight > 0 else "activate"
+
+
+def truth(world: World) -> dict:
+    """sealed/truth.json: the roles the scorer reads (drivers with their directions, decoys, pairs, the surrogate)."""
+    r = world.roles
+    pid = world.protein_ids
+    drivers = [
+        {"protein": pid[p], "direction": direction_of(wl), "weight": round(float(wb), 6),
+         "weight_late": round(float(wl), 6), "delayed": bool(d)}
+        for p, wb, wl, d in zip(r.drivers, r.weights, r.weights_late, r.delayed)
+    ]
+    drivers.sort(key=lambda d: d["protein"])
+    decoys = [{"protein": pid[p], "bias": b, "mechanism": DECOY_MECHANISM[b]} for b, p in r.decoys.items()]
+    decoys.sort(key=lambda d: d["protein"])
+    pairs = []
+    if r.t4_partner is not None:
+        pairs.append({"kind": "T4", "causal": pid[r.t4_causal], "partner": pid[r.t4_partner],
+                      "variant": str(world.variant_id[world.protein_cis[r.t4_causal]])})
+    if r.a9_partner is not None:
+        pairs.append({"kind": "A9", "causal": pid[r.a9_causal], "partner": pid[r.a9_partner], "variant": None})
+    return {
+        "world_id": world.id,
+        "archetype": world.archetype,
+        "hard": world.hard,
+        "biases": list(world.biases),
+        "drivers": drivers,
+        "surrogate": pid[r.surrogate] if r.surrogate is not None else None,
+        "decoys": decoys,
+        "pairs": pairs,
+    }
+
+
+def oracle_spec(world: World, oracle_cfg: dict) -> dict:
+    """sealed/oracle.json: what the experiment oracle needs of the world, and its key."""
+    r = world.roles
+    pid = world.protein_ids
+    inter = None
+    if r.interaction is not None:
+        a, b, coef = r.interaction
+        inter = {"a": pid[a], "b": pid[b], "coef": round(float(coef), 6)}
+    return {
+        "format_version": bundle.FORMAT_VERSION,
+        "world_id": world.id,
+        "oracle_key": world.oracle_key,
+        "hard": world.hard,
+        "latent_residual_sd": world.latent_residual,
+        "morphology_residual_sd": float(world.params["morphology_residual"]),
+        "saturation": float(world.params["bias_params"]["hard"]["saturation"]),
+        "interaction": inter,
+        "drivers": [{"protein": pid[p], "index": int(p), "weight": round(float(wb), 6), "weight_late": round(float(wl), 6)}
+                    for p, wb, wl in sorted(zip(r.drivers, r.weights, r.weights_late))],
+        "surrogate": ({"protein": pid[r.surrogate], "index": int(r.surrogate)} if r.surrogate is not None else None),
+        "proteins": pid,
+        "costs": {"cell_perturbation": 150000, "knockdown": 400000},
+        "n": {"cell_perturbation": 120, "knockdown": 800},
+        "paper_compat": bool(oracle_cfg.get("paper_compat", False)),
+        "realism": bool(oracle_cfg.get("realism", False)),
+    }
 
 
 def hidden_model(world: World, cohort) -> dict:
@@ -98,7 +165,9 @@ def latent_table(world: World, cohort) -> pd.DataFrame:
 
 
 def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
-                 traits_z: dict | None = None, traits_clinical: dict | None = None) -> None:
+                 traits_z: dict | None = None, traits_clinical: dict | None = None,
+                 imaging_features: pd.DataFrame | None = None) -> None:
+    """Every file of ``sealed/``, its manifest last."""
     s = output.sealed
     output.makedirs(s)
     output.write_json(posixpath.join(s, bundle.TRUTH), truth(world))
@@ -119,4 +188,9 @@ def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg:
     output.write_text(posixpath.join(s, bundle.WORLD_CONFIG), yaml.safe_dump(resolved, sort_keys=True))
     if baseline is not None:
         output.write_json(posixpath.join(s, bundle.PHENOTYPE_BASELINE), baseline)
+    if imaging_features is not None:
+        # the environment's own measurement of the released baseline pixels (baseline pipeline)
+        output.write_bytes(posixpath.join(s, bundle.IMAGING_FEATURES), table_bytes(imaging_features))
+    output.write_json(posixpath.join(s, bundle.MANIFEST),
+                      build_manifest(output, s, extra={"world_id": world.id, "bundle": bundle.SEALED}))
 

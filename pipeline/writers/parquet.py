@@ -1,4 +1,5 @@
-"""Parquet with fixed, deterministic options.
+"""Parquet with fixed, deterministic options: the one encoding of the release's
+tables and of the sealed bundle's (each writer calls it; neither calls the other).
 
 zstd, dictionary encoding only for string columns (float columns gain nothing
 from it and it is about 6x slower on wide omics tables), statistics on, one row
@@ -17,8 +18,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-COMPRESSION = "zstd"
-COMPRESSION_LEVEL = 3
+from ..bundle import PARQUET_COMPRESSION as COMPRESSION
+from ..bundle import PARQUET_COMPRESSION_LEVEL as COMPRESSION_LEVEL
+
 ROW_GROUP_ROWS = 10_000
 
 
