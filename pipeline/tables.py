@@ -9,6 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import seeds, streams
+from .modalities import clinical, messy, phenotypes
+from .modalities.cohort import surrogate_values
 from .modalities.population import ASSESSMENT_START
 from .world import ANCESTRY_CODES, CENTRE_CODES
 
@@ -113,3 +116,27 @@ def data_dictionary_tsv() -> str:
     from .data_dictionary import render_tsv
 
     return render_tsv()
+
+
+def clinical_tables(world, coh, deaths: dict, v2cov: dict, visit_date: np.ndarray) -> dict:
+    """Every release table but the molecular ones: {name: DataFrame}."""
+    surrogate = surrogate_values(world, coh)
+    mace = clinical.mace(world, coh, deaths, surrogate)
+    dx = clinical.diagnoses(world, coh, deaths, mace, visit_date)
+    meds = clinical.medications(world, coh, dx, visit_date)
+    sentinels = messy.covariate_sentinels(world) if world.messy else None
+    out = {
+        "covariates": covariates(world, coh, sentinels),
+        "covariates_visit2": covariates_visit2(world, coh, v2cov),
+        "ecg_features": wide(world, phenotypes.ecg(world, coh)),
+        "coronary_ct": wide(world, phenotypes.coronary_ct(world, coh)),
+        "mortality": mortality(world, coh, deaths, visit_date),
+        "mace_events": long_table(world, mace["row"], {"event": mace["event"], "years_from_baseline": mace["years"]}),
+        "ehr_diagnoses": long_table(world, dx["row"], {"icd10": dx["icd10"], "date": dx["date"].astype("datetime64[s]")}),
+        "ehr_medications": long_table(world, meds["row"], {"atc": meds["atc"], "description": meds["description"]}),
+        "targetability": targetability(world, seeds.stream(world.seed, streams.TARGETABILITY)),
+    }
+    if world.messy:
+        for name in ("ecg_features", "coronary_ct"):
+            out[name] = messy.corrupt_table(world, name, out[name])
+    return out

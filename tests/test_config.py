@@ -187,7 +187,8 @@ def test_malformed_command_is_one_line_before_compute(case, argv, field, tmp_pat
     before any compute (the build, the world sampler and the cluster are never
     reached) and with nothing written to the output or the working folder."""
     import pipeline.build as build_mod
-    import pipeline.executor as executor_mod
+    import pipeline.graph.executor as executor_mod
+    import pipeline.graph.run as run_mod
 
     if case == "out-no-package" and importlib.util.find_spec("s3fs") is not None:
         pytest.skip("s3fs is installed here")
@@ -204,7 +205,7 @@ def test_malformed_command_is_one_line_before_compute(case, argv, field, tmp_pat
         raise AssertionError("compute started for a malformed command")
 
     monkeypatch.setattr(build_mod, "build", computed)
-    monkeypatch.setattr(build_mod, "sample_world", computed)
+    monkeypatch.setattr(run_mod, "sample_world", computed)
     monkeypatch.setattr(executor_mod, "make_executor", computed)
     out = tmp_path / "out"
     values = {"tmp": tmp_path, "port": _closed_port(), "too_many": _too_many_participants()}

@@ -1,6 +1,6 @@
 """The package's layering, read from the import statements (every one, those inside
 functions included): the generator's stages import only earlier stages (config, the
-hidden world model, participant blocks, modalities, tables, writers, the task stages,
+hidden world model, participant blocks, modalities, tables, writers, the build graph,
 the command line; never the judging side); the judging side reads a built world
 through the bundle contract (``pipeline.bundle``) and never imports the generator's
 internals; the standalone modules import nothing of the package.
@@ -28,8 +28,7 @@ JUDGING = ("pipeline.score", "pipeline.audit", "pipeline.oracle", "pipeline.rele
 #: the generator's parameters it checks), the agents and the episode harness.
 READERS = JUDGING + ("pipeline.validation", "pipeline.agents", "pipeline.harness", "pipeline.genotypes_io")
 #: The generator's internals: how a world is made, which a judge must not depend on.
-GENERATOR = ("pipeline.world", "pipeline.modalities", "pipeline.stages", "pipeline.build", "pipeline.imaging_stage",
-             "pipeline.writers")
+GENERATOR = ("pipeline.world", "pipeline.modalities", "pipeline.graph", "pipeline.build", "pipeline.writers")
 #: Modules agent code may use and the sandbox copies beside its runtime: stdlib and
 #: third-party imports, and each other (the copies sit side by side).
 STANDALONE = ("pipeline.bundle", "pipeline.genotypes_io")
@@ -40,16 +39,16 @@ STANDALONE = ("pipeline.bundle", "pipeline.genotypes_io")
 #: itself (the version, FORMAT_VERSION) is the base.
 STAGES = (
     ("base", ("pipeline", "pipeline.paths", "pipeline.seeds", "pipeline.streams", "pipeline.bundle", "pipeline.ld",
-              "pipeline.timing", "pipeline.outputs", "pipeline.genotypes_io")),
+              "pipeline.outputs", "pipeline.genotypes_io")),
     ("config", ("pipeline.config", "pipeline.preflight")),
     ("world", ("pipeline.world", "pipeline.imaging.site_fields")),
     ("blocks", ("pipeline.blocks",)),
     ("modalities", ("pipeline.modalities", "pipeline.imaging", "pipeline.imaging.templates", "pipeline.imaging.render",
                     "pipeline.imaging.measure")),
     ("tables", ("pipeline.tables", "pipeline.data_dictionary")),
-    ("writers", ("pipeline.writers", "pipeline.imaging.writer", "pipeline.manifest")),
-    ("stages", ("pipeline.stages", "pipeline.imaging_stage", "pipeline.executor")),
-    ("build", ("pipeline.buildrecord", "pipeline.build", "pipeline.panel", "pipeline.cli")),
+    ("writers", ("pipeline.writers", "pipeline.imaging.writer", "pipeline.manifest", "pipeline.buildrecord")),
+    ("graph", ("pipeline.graph",)),
+    ("build", ("pipeline.build", "pipeline.panel", "pipeline.cli")),
     # after the build: what reads, judges or plays a built world
     ("judging", JUDGING + ("pipeline.validate", "pipeline.validation", "pipeline.experiment", "pipeline.harness",
                            "pipeline.agents", "pipeline.episode")),

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from .timing import StageTimer, merge
 
 import numpy as np
 import pandas as pd
 
-from . import seeds, streams
-from .config import BLOCK_SIZE
-from .modalities import phenotypes
-from .outputs import Output
+from .. import seeds, streams
+from ..config import BLOCK_SIZE
+from ..modalities import phenotypes
+from ..outputs import Output
+from .progress import StageTimer, merge
 
 SUBJECTS_PER_TASK = 64
 VISITS = {1: "imaging", 2: "imaging_visit2"}
@@ -44,9 +44,9 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     it wrote still has the SHA-256 it recorded."""
     import pickle
 
-    from .imaging.measure import measure_subjects
-    from .imaging.render import render_subjects
-    from .stages import Partitions
+    from ..imaging.measure import measure_subjects
+    from ..imaging.render import render_subjects
+    from .partitions import Partitions
 
     output = Output(out_url, world_id)
     marker = Partitions(output, "mri")
@@ -66,7 +66,7 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     timer.lap("baseline_phenotype")
     hashes = {}
     if layout == "npz":
-        from .imaging.writer import npz_bytes
+        from ..imaging.writer import npz_bytes
 
         for i, sid in enumerate(subject_ids):
             data = npz_bytes({"cine": cine[i], "t1map": t1map[i]})
@@ -74,7 +74,7 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
             output.write_bytes(posixpath.join(output.release, rel), data)
             hashes[rel] = (len(data), hashlib.sha256(data).hexdigest())
     elif layout == "zarr":
-        from .imaging.writer import write_zarr_range
+        from ..imaging.writer import write_zarr_range
 
         write_zarr_range(output.url(posixpath.join(output.release, f"{folder}.zarr")), start, cine, t1map)
     timer.lap("mri_write")
@@ -129,7 +129,7 @@ def run_imaging(executor, w, world, coh, traits_v1: dict, v2cov: dict, output: O
         tr = _traits_for(world, traits, rows, coh.pop["centre"], keys)
         zarr_path = posixpath.join(output.release, f"{folder}.zarr")
         if layout == "zarr" and not (resume and output.exists(zarr_path)):
-            from .imaging.writer import ImagingZarrWriter
+            from ..imaging.writer import ImagingZarrWriter
 
             ImagingZarrWriter.create(output.url(zarr_path), ids[rows])
         elif layout == "npz":
@@ -163,7 +163,7 @@ def _feature_table(world, parts) -> pd.DataFrame:
 def baseline_record(world, coh, features: pd.DataFrame) -> dict:
     """sealed/phenotype_baseline.json: b = |corr(baseline, L)| over the imaged
     participants in the eval mask, plus the baseline's definition."""
-    from .imaging import measure
+    from ..imaging import measure
 
     score = measure.baseline_score({k: features[k].to_numpy() for k in features.columns})
     rows = pd.Index(world.subject_ids()).get_indexer(features.index)
@@ -187,7 +187,7 @@ def baseline_record(world, coh, features: pd.DataFrame) -> dict:
 
 
 def features_bytes(table: pd.DataFrame) -> bytes:
-    from .writers.parquet import table_bytes
+    from ..writers.parquet import table_bytes
 
     return table_bytes(table)
 

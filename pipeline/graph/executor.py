@@ -9,6 +9,7 @@ import contextlib
 import os
 import sys
 import warnings
+from collections import deque
 from typing import Any, Callable, Iterable
 
 
@@ -45,7 +46,7 @@ class SyncExecutor:
         return [f.result() if isinstance(f, SyncFuture) else f for f in futures]
 
     def warm_up(self) -> None:
-        from .stages import warm_up
+        from .warmup import warm_up
 
         warm_up()
 
@@ -105,7 +106,7 @@ class DaskExecutor:
 
     def warm_up(self) -> None:
         """Load the kernels on every worker now (benchmarks time steady-state work)."""
-        from .stages import warm_up
+        from .warmup import warm_up
 
         self.client.run(warm_up)
 
@@ -155,7 +156,7 @@ def make_executor(cluster_cfg, processes: bool = True, announce: bool | None = N
     from distributed import Client, LocalCluster
 
     if kind == "address":
-        from .config import ConfigError
+        from ..config import ConfigError
 
         try:
             client = Client(cluster_cfg.address, timeout=SCHEDULER_TIMEOUT)
@@ -189,6 +190,38 @@ def make_executor(cluster_cfg, processes: bool = True, announce: bool | None = N
         log(f"dask: local cluster of {n_workers} worker {'processes' if processes else 'threads'}; "
             + (f"dashboard {link}" if link else "no dashboard (cluster.dashboard_address=null)"))
     return DaskExecutor(client, owns_cluster=cluster, numba_threads=int(cluster_cfg.threads_per_worker))
+
+
+class Tracked:
+    """The executor as the build's steps see it: every submitted task is counted in
+    the current stage's progress (tasks done / submitted)."""
+
+    def __init__(self, executor, progress):
+        self._executor, self._progress = executor, progress
+
+    def submit(self, fn, *args, **kwargs):
+        future = self._executor.submit(fn, *args, **kwargs)
+        self._progress.track(future)
+        return future
+
+    def __getattr__(self, name):
+        return getattr(self._executor, name)
+
+
+def windowed_map(executor, fn, tasks, window: int = 8):
+    """Yield ``fn(task)`` in task order with at most ``window`` tasks in flight, so
+    results stream to the writer in bounded memory."""
+    pending = deque()
+    it = iter(tasks)
+    for task in it:
+        pending.append(executor.submit(fn, task))
+        if len(pending) >= window:
+            break
+    for task in it:
+        yield executor.gather([pending.popleft()])[0]
+        pending.append(executor.submit(fn, task))
+    while pending:
+        yield executor.gather([pending.popleft()])[0]
 
 
 def chunks(seq: list, size: int) -> list:
