@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import sys
 
-from . import config, preflight
-from .graph import build_world as build
+from . import config, kinds, preflight
+from .graph import build_world
 from .graph.executor import log
 from .outputs import Output
+
+
+def build(resolved, executor=None, progress: bool = True, live: bool | None = None) -> dict:
+    """Build one world of any kind (``pipeline.kinds``): a biobank world by
+    ``pipeline.graph``, another kind by its own build."""
+    kind = kinds.for_resolved(resolved)
+    if kind is kinds.BIOBANK:
+        return build_world(resolved, executor=executor, progress=progress, live=live)
+    return kind.build(resolved, executor=executor, progress=progress)
 
 
 def _prepare(overrides: list) -> config.Resolved:
@@ -28,7 +37,7 @@ def _task(cfg) -> int:
     """One build from Hydra's composed config (the task function of the app)."""
     from . import cli
 
-    resolved = config.validate(cfg, config.read_seed_file(cfg.seeds))
+    resolved = kinds.for_config(cfg).validate(cfg, config.read_seed_file(cfg.seeds))
     progress = bool(resolved.cfg.cluster.progress)
     output = Output(resolved.cfg.out, resolved.cfg.world.id)
     executor = cli.SESSION.executor_for(resolved.cfg.cluster, processes=output.shared_between_processes, announce=progress)

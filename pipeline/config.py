@@ -243,7 +243,9 @@ class OracleConfig:
 
 @dataclass
 class RootConfig:
-    world: WorldConfig = MISSING
+    # Any, not WorldConfig: each world file names its kind's schema in its defaults list
+    # (base_world for a biobank world), which types the node (pipeline.kinds).
+    world: Any = MISSING
     scale: ScaleConfig = MISSING
     cluster: ClusterConfig = MISSING
     release: ReleaseConfig = MISSING
@@ -278,13 +280,26 @@ def register_configs() -> None:
     cs.store(group="scale", name="base_scale", node=ScaleConfig)
     cs.store(group="cluster", name="base_cluster", node=ClusterConfig)
     cs.store(group="release", name="base_release", node=ReleaseConfig)
+    from . import kinds
+
+    for kind in kinds.others():  # the config nodes of the other kinds of world
+        kind.register_schema(cs)
 
 
 # --------------------------------------------------------------------------- compose
 
 
 def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    """The options of a config group: its YAML files, and the nodes other kinds of world
+    store in it (``pipeline.kinds``; the base_* schemas are not options)."""
+    from hydra.core.config_store import ConfigStore
+
+    register_configs()
+    try:
+        stored = {n.rsplit(".", 1)[0] for n in ConfigStore.instance().list(group) if not n.startswith("base_")}
+    except OSError:  # no node stored in this group
+        stored = set()
+    return sorted({p.stem for p in (CONF_DIR / group).glob("*.yaml")} | stored)
 
 
 CONFIG_GROUPS = ("world", "scale", "cluster", "release", "panel")
@@ -689,12 +704,22 @@ def memory_limit_bytes(value, total: Optional[int] = None, threads: int = 1, cor
     return int(nbytes)
 
 
-def schema_leaves(cls=None, prefix: str = "") -> list[str]:
-    """Dotted names of every leaf field of a schema dataclass (RootConfig by default)."""
+def _hints(cls) -> dict:
+    """Field name -> type of a schema dataclass.  The root's ``world`` is Any (each kind
+    of world types its own node); validation here is the biobank world's, so it is a
+    WorldConfig."""
     import typing
 
-    cls = cls or RootConfig
     hints = typing.get_type_hints(cls)
+    if isinstance(cls, type) and issubclass(cls, RootConfig):
+        hints["world"] = WorldConfig
+    return hints
+
+
+def schema_leaves(cls=None, prefix: str = "") -> list[str]:
+    """Dotted names of every leaf field of a schema dataclass (RootConfig by default)."""
+    cls = cls or RootConfig
+    hints = _hints(cls)
     out = []
     for f in dataclasses.fields(cls):
         t = hints[f.name]
@@ -707,16 +732,13 @@ def schema_leaves(cls=None, prefix: str = "") -> list[str]:
 
 def _schema_fields(path: str, cls=None) -> Optional[dict]:
     """Field name -> type of the dataclass node at ``path`` ("" is the root)."""
-    import typing
-
     cls = cls or RootConfig
     for part in [p for p in path.split(".") if p]:
-        hints = typing.get_type_hints(cls)
-        t = hints.get(part)
+        t = _hints(cls).get(part)
         if t is None or not dataclasses.is_dataclass(t):
             return None
         cls = t
-    return typing.get_type_hints(cls)
+    return _hints(cls)
 
 
 def _valid_fields(path: str) -> str:
@@ -734,9 +756,7 @@ def _field_type(name: str) -> str:
 def _check_keys(node, cls, prefix: str) -> None:
     """Reject keys the schema does not have (``+key=value`` additions included)
     and fields that were deleted (``~key``)."""
-    import typing
-
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     keys = list(node.keys())
     for key in keys:
         if key not in hints:
@@ -875,8 +895,11 @@ def read_seed_file(url: Optional[str]) -> Optional[str]:
 
 
 def load(overrides: list[str] | None = None) -> Resolved:
+    """The validated config of ``overrides``, by the validation of the world's kind."""
+    from . import kinds
+
     cfg = compose(overrides)
-    return validate(cfg, read_seed_file(cfg.seeds))
+    return kinds.for_config(cfg).validate(cfg, read_seed_file(cfg.seeds))
 
 
 def to_plain(cfg) -> dict:

@@ -38,6 +38,8 @@ class Stream:
     key: str = WORLD_SEED
     #: Allowed values of a template's fields (a field not listed takes any one segment).
     choices: dict = field(default_factory=dict)
+    #: The kind of world that draws from it (``pipeline.kinds``); another kind registers its own.
+    world_kind: str = "biobank"
 
     @property
     def pattern(self) -> re.Pattern:
@@ -60,7 +62,8 @@ REGISTRY: dict[str, Stream] = {}
 _LEVELS = ("world", "block", "protein")
 
 
-def register(name: str, doc: str, level: str = "block", key: str = WORLD_SEED, **choices: tuple) -> str:
+def register(name: str, doc: str, level: str = "block", key: str = WORLD_SEED, world_kind: str = "biobank",
+             **choices: tuple) -> str:
     """Register stream ``name`` once; returns the name (a template keeps its ``{field}`` parts)."""
     if name in REGISTRY:
         raise ValueError(f"stream {name!r} is registered twice; a stream name must be unique (it keys the draws)")
@@ -68,7 +71,7 @@ def register(name: str, doc: str, level: str = "block", key: str = WORLD_SEED, *
         raise ValueError(f"stream {name!r}: level {level!r}; valid: {', '.join(_LEVELS)}")
     if not doc.strip():
         raise ValueError(f"stream {name!r}: no docstring; say what it draws")
-    REGISTRY[name] = Stream(name, doc, level, key, dict(choices))
+    REGISTRY[name] = Stream(name, doc, level, key, dict(choices), world_kind)
     return name
 
 

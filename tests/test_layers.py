@@ -39,7 +39,7 @@ STANDALONE = ("pipeline.bundle", "pipeline.genotypes_io")
 #: itself (the version, FORMAT_VERSION) is the base.
 STAGES = (
     ("base", ("pipeline", "pipeline.paths", "pipeline.seeds", "pipeline.streams", "pipeline.bundle", "pipeline.ld",
-              "pipeline.outputs", "pipeline.genotypes_io")),
+              "pipeline.outputs", "pipeline.genotypes_io", "pipeline.kinds")),
     ("config", ("pipeline.config", "pipeline.preflight")),
     ("world", ("pipeline.world", "pipeline.imaging.site_fields")),
     ("blocks", ("pipeline.blocks",)),

@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from .. import kinds
 from .run import audit, format_table
 
 DESCRIPTION = ("Leak audit of a built world: nothing in ``<world>/release/`` may reveal a seed,\n"
@@ -21,6 +22,15 @@ def main(argv: list | None = None) -> int:
         from ..tells.scan import main as tells_main
 
         return tells_main([a for a in argv if a != "--tells"])
+    world_dir = next((a for a in argv if not a.startswith("-")), None)
+    kind = kinds.for_world(world_dir) if world_dir is not None else kinds.BIOBANK
+    if kind is not kinds.BIOBANK:  # another kind of world audits its own release
+        return kind.audit_main(argv)
+    return biobank_main(argv)
+
+
+def biobank_main(argv: list) -> int:
+    """The biobank world's leak audit."""
     ap = argparse.ArgumentParser(prog="python -m pipeline.audit", description=DESCRIPTION)
     ap.add_argument("world_dir", help="a built world: <out>/<id> holding release/ and sealed/")
     ap.add_argument("--against", help="the same world built with another world.roles_salt (role-shuffle invariance)")

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from .. import kinds
 from .episode import score_episode
 from .sealed import SealedBundleError
 
@@ -18,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", required=True, help="the episode's work folder")
     parser.add_argument("--ledger", default=None, help="the harness's experiment ledger (JSON Lines)")
     args = parser.parse_args(argv)
+    kind = kinds.for_sealed(args.sealed)
+    if kind is not kinds.BIOBANK:  # another kind of world scores its own episodes
+        print(json.dumps(kind.score_episode(args.sealed, args.work, args.ledger), indent=2, allow_nan=False))
+        return 0
     try:
         result = score_episode(args.sealed, args.work, args.ledger)
     except SealedBundleError as error:
