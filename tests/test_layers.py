@@ -40,7 +40,7 @@ STANDALONE = ("pipeline.bundle", "pipeline.genotypes_io")
 STAGES = (
     ("base", ("pipeline", "pipeline.paths", "pipeline.seeds", "pipeline.streams", "pipeline.bundle", "pipeline.ld",
               "pipeline.outputs", "pipeline.genotypes_io", "pipeline.kinds")),
-    ("config", ("pipeline.config", "pipeline.preflight")),
+    ("config", ("pipeline.config_schema", "pipeline.config_rules", "pipeline.config", "pipeline.preflight")),
     ("world", ("pipeline.world", "pipeline.imaging.site_fields")),
     ("blocks", ("pipeline.blocks",)),
     ("modalities", ("pipeline.modalities", "pipeline.imaging", "pipeline.imaging.templates", "pipeline.imaging.render",

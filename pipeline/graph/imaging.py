@@ -9,6 +9,8 @@ only on (seed, visit, participant index).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 import posixpath
 
@@ -21,11 +23,15 @@ from ..modalities import phenotypes
 from ..outputs import Output
 from .progress import StageTimer, merge
 
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
+    from ..modalities.cohort import Cohort
+
 SUBJECTS_PER_TASK = 64
 VISITS = {1: "imaging", 2: "imaging_visit2"}
 
 
-def noise_keys(world, rows: np.ndarray, visit: int) -> np.ndarray:
+def noise_keys(world: World, rows: np.ndarray, visit: int) -> np.ndarray:
     """uint64 key per participant row, from a per-block stream (order-free)."""
     keys = np.empty(len(rows), dtype=np.uint64)
     by_block = rows // BLOCK_SIZE
@@ -101,7 +107,7 @@ def _traits_for(world, traits: dict, rows: np.ndarray, centre: np.ndarray, keys:
     return out
 
 
-def visit2_traits(world, coh, v2cov: dict, archetype: str | None = None) -> dict:
+def visit2_traits(world: World, coh: Cohort, v2cov: dict, archetype: str | None = None) -> dict:
     """Visit-2 morphology from L_late, five years older, the world's own archetype
     (``archetype`` overrides it only to restore the paper's defect)."""
     years = np.nan_to_num(coh.visit2_years, nan=float(world.params["visit2_years"]))
@@ -112,7 +118,7 @@ def visit2_traits(world, coh, v2cov: dict, archetype: str | None = None) -> dict
     return phenotypes.traits_clinical(world, z, "traits_visit2", archetype=archetype)
 
 
-def run_imaging(executor, w, world, coh, traits_v1: dict, v2cov: dict, output: Output, cfg, resume: bool = False) -> tuple:
+def run_imaging(executor, w, world: World, coh: Cohort, traits_v1: dict, v2cov: dict, output: Output, cfg, resume: bool = False) -> tuple:
     layout = cfg.release.imaging
     site_fields = world.site_fields if world.site_fields is not None else np.zeros((len(world.centre_p), 1))
     ids = world.subject_ids()
@@ -160,7 +166,7 @@ def _feature_table(world, parts) -> pd.DataFrame:
     return df
 
 
-def baseline_record(world, coh, features: pd.DataFrame) -> dict:
+def baseline_record(world: World, coh: Cohort, features: pd.DataFrame) -> dict:
     """sealed/phenotype_baseline.json: b = |corr(baseline, L)| over the imaged
     participants in the eval mask, plus the baseline's definition."""
     from ..imaging import measure

@@ -6,10 +6,15 @@ only which worker computes it and when.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 import posixpath
 
 from ..outputs import Output
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
 
 
 class Partitions:
@@ -41,7 +46,7 @@ class Partitions:
         return digest
 
 
-def block_groups(world, chunk_blocks: int) -> list:
+def block_groups(world: World, chunk_blocks: int) -> list:
     """Consecutive blocks, ``chunk_blocks`` to a task."""
     ids = list(range(world.n_blocks))
     return [ids[i:i + chunk_blocks] for i in range(0, len(ids), chunk_blocks)]

@@ -9,6 +9,8 @@ Tasks (in data-flow order):
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 import io
 import posixpath
@@ -22,10 +24,13 @@ from ..outputs import Output
 from .partitions import Partitions
 from .progress import StageTimer
 
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
+
 OMICS_TABLES = ("proteomics", "transcriptomics", "metabolomics", "proteomics_visit2")
 
 
-def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> list:
+def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str) -> list:
     """Population, haplotypes (written to the genotype store) and the per-block
     records the population stage needs; finished blocks of an interrupted build
     are reused from their work partitions."""
@@ -89,7 +94,7 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: str, geno_url: str | None = None) -> dict:
+def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out_url: str, geno_url: str | None = None) -> dict:
     """Standardised molecular tables for each block, saved as work partitions.
 
     ``shared`` holds the population moments; ``per_block[b]`` the block's special

@@ -4,10 +4,15 @@ implausible values).  The measurement-level problems of the molecular tables
 live in ``measurement.py``; this module handles the clinical tables."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from .. import blocks, streams
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
 
 SENTINEL_COLUMNS = {"p20116_i0": (-3,), "p22040_i0": (-1, -3), "p21000_i0": (-3,)}
 # Implausible entries: data-entry errors an analyst must catch.
@@ -18,7 +23,7 @@ IMPLAUSIBLE = {
 CLINICAL_MISSING = 0.02
 
 
-def covariate_sentinels(world) -> dict:
+def covariate_sentinels(world: World) -> dict:
     rate = float(world.params["bias_params"]["messy"]["sentinel_rate"])
     out = {}
     for col, codes in SENTINEL_COLUMNS.items():
@@ -29,7 +34,7 @@ def covariate_sentinels(world) -> dict:
     return out
 
 
-def corrupt_table(world, name: str, df: pd.DataFrame) -> pd.DataFrame:
+def corrupt_table(world: World, name: str, df: pd.DataFrame) -> pd.DataFrame:
     """Some cells missing and a few implausible values, reproducibly per participant."""
     df = df.astype({c: np.float64 for c in df.columns if df[c].dtype.kind in "iub"})
     m = world.params["bias_params"]["messy"]

@@ -9,6 +9,8 @@ L_late (and the world's own archetype) give the visit-2 traits.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import csv
 from functools import lru_cache
 from pathlib import Path
@@ -16,6 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import blocks, streams
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
+    from .cohort import Cohort
 
 # S1.3 principal loadings (EDV, ESV, wall thickness, wall motion, diastolic lag, native T1).
 ARCHETYPE_LOADINGS = {
@@ -65,7 +71,7 @@ def _unit(zs, std_terms):
     return np.sqrt(max(0.05, 1.0 - var))
 
 
-def t8_loadings(world, archetype: str) -> dict:
+def t8_loadings(world: World, archetype: str) -> dict:
     """The surrogate's loading on each standardised imaging channel."""
     scale = float(world.params["bias_params"]["T8"]["imaging"])
     if world.leaky("t8_signs"):
@@ -75,7 +81,7 @@ def t8_loadings(world, archetype: str) -> dict:
     return {k: -scale * c * a for k, a in alpha.items()}
 
 
-def trait_z(world, cohort, latent, visit: int, z_age=None, z_bmi=None, z_ex=None, archetype=None) -> dict:
+def trait_z(world: World, cohort: Cohort, latent: np.ndarray, visit: int, z_age: np.ndarray | None = None, z_bmi: np.ndarray | None = None, z_ex: np.ndarray | None = None, archetype: str | None = None) -> dict:
     """Standardised morphology traits for all participants at a visit (1 or 2).
     ``archetype`` overrides the world's only to reproduce the paper's follow-up defect."""
     a = archetype or world.archetype
@@ -112,7 +118,7 @@ def trait_z(world, cohort, latent, visit: int, z_age=None, z_bmi=None, z_ex=None
     return out
 
 
-def traits_clinical(world, z: dict, noise_name: str, archetype=None) -> dict:
+def traits_clinical(world: World, z: dict, noise_name: str, archetype: str | None = None) -> dict:
     """Clinical-unit traits and the rendering parameters of ``pipeline.imaging``."""
     t = mesa_table()
     edv = np.clip(t["lv_edv"]["mean"] + t["lv_edv"]["sd"] * z["edv"], t["lv_edv"]["lower"], t["lv_edv"]["upper"])
@@ -156,7 +162,7 @@ ECG_CT_LOADINGS = {
 }
 
 
-def ecg(world, cohort) -> dict:
+def ecg(world: World, cohort: Cohort) -> dict:
     lo = ECG_CT_LOADINGS[world.archetype]
     L = cohort.latent
     za, zb, ze = cohort.z_age, cohort.z_bmi, cohort.z_exercise
@@ -181,7 +187,7 @@ def ecg(world, cohort) -> dict:
     }
 
 
-def coronary_ct(world, cohort) -> dict:
+def coronary_ct(world: World, cohort: Cohort) -> dict:
     lo = ECG_CT_LOADINGS[world.archetype]
     L = cohort.latent
     za, zb = cohort.z_age, cohort.z_bmi

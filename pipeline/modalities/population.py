@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import blocks, seeds, streams
 from ..world import (AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, BMI_CENTRE, BMI_RESID_SD, MALE_P,
-                     SMOKING_PREVALENCE)
+                     SMOKING_PREVALENCE, World)
 
 ASSESSMENT_START = np.datetime64("2006-03-13")
 ASSESSMENT_SPAN_DAYS = 4 * 365
@@ -23,7 +23,7 @@ def _truncated_normal(rng, mean, sd, lo, hi):
     return out
 
 
-def population_block(world, b: int) -> dict:
+def population_block(world: World, b: int) -> dict:
     lo, hi = world.block_range(b)
     n = hi - lo
     rng = seeds.stream(world.seed, streams.POPULATION, b)
@@ -45,7 +45,7 @@ def population_block(world, b: int) -> dict:
     }
 
 
-def visit2_covariates(world, pop: dict) -> dict:
+def visit2_covariates(world: World, pop: dict) -> dict:
     """The covariates at the repeat assessment: BMI and exercise drift, some smokers quit."""
     e = blocks.normal(world, streams.VISIT2_COVARIATES, (3,))
     return {

@@ -6,6 +6,8 @@ evaluation mask, the world's config).  This module never writes under
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import io
 import posixpath
 
@@ -19,6 +21,9 @@ from ..config import DECOY_MECHANISM
 from ..manifest import build_manifest
 from ..world import World
 from .parquet import table_bytes
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..modalities.cohort import Cohort
 
 
 def direction_of(weight: float) -> str:
@@ -84,7 +89,7 @@ def oracle_spec(world: World, oracle_cfg: dict) -> dict:
     }
 
 
-def hidden_model(world: World, cohort) -> dict:
+def hidden_model(world: World, cohort: Cohort) -> dict:
     """World-level hidden parameters the validation report needs (never released)."""
     r = world.roles
     pid = world.protein_ids
@@ -134,7 +139,7 @@ def hidden_model(world: World, cohort) -> dict:
     }
 
 
-def hidden_participants(world: World, cohort, traits_z: dict | None, traits_clinical: dict | None = None) -> pd.DataFrame:
+def hidden_participants(world: World, cohort: Cohort, traits_z: dict | None, traits_clinical: dict | None = None) -> pd.DataFrame:
     """Per-participant hidden variables for the fidelity checks: the imaging
     selection score, true (pre-measurement) abundances of role proteins, the
     standardised morphology traits and the standardised covariates used in L."""
@@ -159,12 +164,12 @@ def hidden_participants(world: World, cohort, traits_z: dict | None, traits_clin
     return pd.DataFrame(cols, index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
 
 
-def latent_table(world: World, cohort) -> pd.DataFrame:
+def latent_table(world: World, cohort: Cohort) -> pd.DataFrame:
     return pd.DataFrame({"latent": cohort.latent, "latent_late": cohort.latent_late},
                         index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
 
 
-def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
+def write_sealed(output, world: World, cohort: Cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
                  traits_z: dict | None = None, traits_clinical: dict | None = None,
                  imaging_features: pd.DataFrame | None = None) -> None:
     """Every file of ``sealed/``, its manifest last."""
