@@ -8,6 +8,7 @@ writers -> manifests, release last).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from . import config, kinds, preflight
 from .graph import build_world
@@ -15,7 +16,7 @@ from .graph.executor import log
 from .outputs import Output
 
 
-def build(resolved, executor=None, progress: bool = True, live: bool | None = None) -> dict:
+def build(resolved: Any, executor: Any = None, progress: bool = True, live: bool | None = None) -> dict:
     """Build one world of any kind (``pipeline.kinds``): a biobank world by
     ``pipeline.graph``, another kind by its own build."""
     kind = kinds.for_resolved(resolved)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from . import __version__
 from .bundle import FORMAT_VERSION, MANIFEST, manifest_problems, source_date
+from .outputs import Output
 
 
 def _hash_file(fs, path: str) -> tuple:
@@ -28,7 +30,7 @@ def _hash_file(fs, path: str) -> tuple:
     return size, h.hexdigest()
 
 
-def list_files(fs, root: str) -> list:
+def list_files(fs: Any, root: str) -> list:
     out = []
     for path in sorted(fs.find(root)):
         rel = posixpath.relpath(path, root)
@@ -38,7 +40,7 @@ def list_files(fs, root: str) -> list:
     return sorted(out)
 
 
-def build_manifest(output, root: str, known: dict | None = None, extra: dict | None = None, threads: int = 4) -> dict:
+def build_manifest(output: Output, root: str, known: dict | None = None, extra: dict | None = None, threads: int = 4) -> dict:
     """Manifest of ``root``; ``known`` maps relative paths to (size, sha256)
     computed when the file was written, so large outputs are not read twice."""
     known = dict(known or {})
@@ -63,11 +65,11 @@ def build_manifest(output, root: str, known: dict | None = None, extra: dict | N
     return doc
 
 
-def is_complete(output, root: str) -> bool:
+def is_complete(output: Output, root: str) -> bool:
     return output.exists(posixpath.join(root, MANIFEST))
 
 
-def verify(output, root: str) -> list:
+def verify(output: Output, root: str) -> list:
     """Problems with ``root`` against its manifest (empty list when intact), in the words
     of the bundle contract's check (the release loader and the audit say the same)."""
     import json

@@ -28,7 +28,7 @@ def _index(world) -> pd.Index:
     return pd.Index(world.subject_ids(), name="subject_id", dtype=object)
 
 
-def assessment_dates(world: World, pop) -> np.ndarray:
+def assessment_dates(world: World, pop: dict) -> np.ndarray:
     return ASSESSMENT_START + pop["assessment_day"].astype("timedelta64[D]")
 
 

@@ -9,10 +9,9 @@ only on (seed, visit, participant index).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import hashlib
 import posixpath
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -118,7 +117,7 @@ def visit2_traits(world: World, coh: Cohort, v2cov: dict, archetype: str | None 
     return phenotypes.traits_clinical(world, z, "traits_visit2", archetype=archetype)
 
 
-def run_imaging(executor, w, world: World, coh: Cohort, traits_v1: dict, v2cov: dict, output: Output, cfg, resume: bool = False) -> tuple:
+def run_imaging(executor: Any, w: Any, world: World, coh: Cohort, traits_v1: dict, v2cov: dict, output: Output, cfg: Any, resume: bool = False) -> tuple:
     layout = cfg.release.imaging
     site_fields = world.site_fields if world.site_fields is not None else np.zeros((len(world.centre_p), 1))
     ids = world.subject_ids()

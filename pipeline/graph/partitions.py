@@ -6,10 +6,9 @@ only which worker computes it and when.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import hashlib
 import posixpath
+from typing import TYPE_CHECKING
 
 from ..outputs import Output
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from .. import buildrecord, config, preflight
 from ..outputs import Output
@@ -41,7 +41,7 @@ def folder_size(output: Output) -> Callable[[], int]:
     return lambda: output.fs.du(output.root, total=True) if output.exists(output.root) else 0
 
 
-def build_world(resolved: config.Resolved, executor=None, progress: bool = True, live: bool | None = None) -> dict:
+def build_world(resolved: config.Resolved, executor: Any = None, progress: bool = True, live: bool | None = None) -> dict:
     """Build one biobank world.  Machine checks (``pipeline.preflight``) run first,
     before any compute; ``executor`` is shared when given (a panel, a multirun) and
     made from ``cluster`` otherwise.  ``progress`` prints per-stage progress on stderr

@@ -70,7 +70,7 @@ class Build:
     feature_tables: dict = dataclasses.field(default_factory=dict)
 
     @property
-    def cfg(self):
+    def cfg(self) -> Any:
         return self.resolved.cfg
 
 

@@ -9,11 +9,10 @@ Tasks (in data-flow order):
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import hashlib
 import io
 import posixpath
+from typing import TYPE_CHECKING
 
 import numpy as np
 

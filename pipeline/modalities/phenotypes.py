@@ -9,11 +9,10 @@ L_late (and the world's own archetype) give the visit-2 traits.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import csv
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 

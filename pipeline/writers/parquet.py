@@ -13,6 +13,7 @@ show beside the data.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -28,7 +29,7 @@ def _dictionary_columns(table: pa.Table) -> list:
     return [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
 
 
-def writer_options(table_schema: pa.Schema, compression=COMPRESSION, level=COMPRESSION_LEVEL) -> dict:
+def writer_options(table_schema: pa.Schema, compression: str = COMPRESSION, level: int = COMPRESSION_LEVEL) -> dict:
     """Statistics (min/max in the footer) only for non-float columns: per-column
     summaries of measurements would let a reader spot an unusual column from the
     metadata alone, without analysing a single value."""
@@ -54,5 +55,5 @@ def table_bytes(df: pd.DataFrame | pa.Table, row_group_rows: int = ROW_GROUP_ROW
     return buf.getvalue()
 
 
-def write_dataframe(output, path: str, df: pd.DataFrame) -> None:
+def write_dataframe(output: Any, path: str, df: pd.DataFrame) -> None:
     output.write_bytes(path, table_bytes(df))

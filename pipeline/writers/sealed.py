@@ -6,19 +6,18 @@ evaluation mask, the world's config).  This module never writes under
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import io
 import posixpath
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import yaml
 
 from .. import bundle
-from ..modalities.population import ANCESTRY_BMI
 from ..config import DECOY_MECHANISM
 from ..manifest import build_manifest
+from ..modalities.population import ANCESTRY_BMI
 from ..world import World
 from .parquet import table_bytes
 
@@ -169,7 +168,7 @@ def latent_table(world: World, cohort: Cohort) -> pd.DataFrame:
                         index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
 
 
-def write_sealed(output, world: World, cohort: Cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
+def write_sealed(output: Any, world: World, cohort: Cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
                  traits_z: dict | None = None, traits_clinical: dict | None = None,
                  imaging_features: pd.DataFrame | None = None) -> None:
     """Every file of ``sealed/``, its manifest last."""
