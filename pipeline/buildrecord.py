@@ -15,8 +15,10 @@ import platform
 import posixpath
 import time
 from importlib import metadata
+from typing import Any
 
 from . import FORMAT_VERSION, __version__, config
+from .outputs import Output
 
 RECORD = "build-record.json"
 COUNTERS = ("reused_partitions",)  #: task "stages" that count events rather than time them
@@ -24,7 +26,7 @@ PACKAGES = ("numpy", "numba", "dask", "distributed", "pyarrow", "pandas", "zarr"
             "hydra-core", "omegaconf", "scipy", "bokeh")
 
 
-def config_digest(cfg) -> str:
+def config_digest(cfg: Any) -> str:
     """SHA-256 of the world-determining config as sealed/world.yaml holds it,
     with the seed left out (a digest over a seed would be a way to test guesses)."""
     plain = config.to_plain(cfg)
@@ -47,7 +49,7 @@ def _sha256(output, path: str) -> str | None:
     return hashlib.sha256(output.read_bytes(path)).hexdigest() if output.exists(path) else None
 
 
-def make(resolved, output, progress, task_timings: dict, n_workers: int, started: float, cpu0: float,
+def make(resolved: config.Resolved, output: Output, progress: Any, task_timings: dict, n_workers: int, started: float, cpu0: float,
          manifest: dict) -> dict:
     cfg = resolved.cfg
     finished = time.time()
@@ -81,7 +83,7 @@ def make(resolved, output, progress, task_timings: dict, n_workers: int, started
     }
 
 
-def write(output, record: dict) -> str:
+def write(output: Output, record: dict) -> str:
     path = posixpath.join(output.root, RECORD)
     output.write_json(path, record)
     return path

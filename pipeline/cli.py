@@ -60,7 +60,7 @@ class _Session:
     def executor_for(self, cluster_cfg, processes: bool, announce: bool = True):
         """One cluster for every job of a multirun (a new one only if a job asks
         for a different cluster)."""
-        from .executor import make_executor
+        from .graph.executor import make_executor
 
         key = (config.canonical_json(config.to_plain(cluster_cfg)), processes)
         if self.executor is None or self.key != key:

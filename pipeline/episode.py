@@ -142,7 +142,18 @@ def parse(argv: list[str]) -> tuple[dict, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
+    from . import kinds
+
+    world_dir = next((a.split("=", 1)[1] for a in argv if a.startswith("world_dir=")), None)
+    kind = kinds.for_world(world_dir) if world_dir is not None else kinds.BIOBANK
+    if kind is not kinds.BIOBANK:  # another kind of world has its own harness, tools and prompt
+        return kind.episode_main(argv)
+    return biobank_main(argv)
+
+
+def biobank_main(argv: list[str]) -> int:
+    """One episode in a biobank world."""
     try:
         args, options = parse(argv)
         _, _, sealed = world_paths(args["world_dir"])

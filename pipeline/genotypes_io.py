@@ -19,7 +19,10 @@ import pandas as pd
 import zarr
 from zarr.core.metadata.v2 import ArrayV2Metadata
 
-GENOTYPE_STORE = "genotypes.zarr"
+try:
+    from .bundle import GENOTYPE_STORE
+except ImportError:  # the agent sandbox's copy (dtw_genotypes.py), beside its copy of the contract
+    from dtw_bundle import GENOTYPE_STORE  # type: ignore[no-redef]
 
 
 def _open_store(url: str):

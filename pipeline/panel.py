@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from . import config, preflight
 from .build import build
-from .executor import log, make_executor
+from .graph.executor import log, make_executor
 from .manifest import MANIFEST
 from .outputs import Output
 

@@ -91,7 +91,7 @@ def check(resolved: Resolved, own_executor: bool = True, concurrent: int = 1, sc
 
 
 def check_source_date() -> None:
-    from .manifest import source_date
+    from .bundle import source_date
 
     try:
         source_date()

@@ -18,25 +18,18 @@ sizes only), or whose ``format_version`` this reader does not know.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import posixpath
 import sys
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 
 import fsspec
 import numpy as np
 import pandas as pd
 
-from . import FORMAT_VERSION
-
-MANIFEST = "MANIFEST.json"
-GENOTYPE_STORE = "genotypes.zarr"
-#: Imaging folders by visit: instance 0 (baseline) and instance 2 (the repeat assessment).
-IMAGING = {0: "imaging", 2: "imaging_visit2"}
-GEOMETRY_KEYS = ("pixel_spacing_mm", "slice_thickness_mm", "frame_interval_ms")
+from . import bundle
+from .bundle import GENOTYPE_STORE, IMAGING, MANIFEST
+from .bundle import IMAGE_GEOMETRY_KEYS as GEOMETRY_KEYS
 _VERIFY = (True, False, "sizes")
 _SHOWN_PROBLEMS = 5
 
@@ -57,8 +50,8 @@ def open(path_or_url: str, verify: bool | str = True, threads: int = 4) -> "Rele
         raise ValueError(f"verify: {verify!r}; valid: True, False or 'sizes'")
     fs, root = fsspec.core.url_to_fs(str(path_or_url))
     root = root.rstrip("/") or "/"
-    if not fs.exists(posixpath.join(root, MANIFEST)) and fs.exists(posixpath.join(root, "release", MANIFEST)):
-        root = posixpath.join(root, "release")
+    if not fs.exists(posixpath.join(root, MANIFEST)) and fs.exists(posixpath.join(root, bundle.RELEASE, MANIFEST)):
+        root = posixpath.join(root, bundle.RELEASE)
     return Release(str(path_or_url), fs, root, verify, threads)
 
 
@@ -71,21 +64,14 @@ class Release:
         if not fs.exists(path):
             if not fs.exists(root):
                 raise ReleaseError(f"{url}: no such folder")
-            raise ReleaseError(f"{url}: no {MANIFEST}: the release is incomplete (a build writes its manifest last; "
-                               "rebuild or wait for the build to finish)")
+            raise ReleaseError(bundle.incomplete_message(url, bundle.RELEASE))
         try:
-            self.manifest = json.loads(fs.cat_file(path))
-            listed = {f["path"]: f for f in self.manifest["files"]}
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ReleaseError(f"{url}: {MANIFEST} is not a release manifest ({exc})") from None
-        version = self.manifest.get("format_version")
-        if version != FORMAT_VERSION:
-            raise ReleaseError(
-                f"{url}: format_version {version!r} is not one this reader knows (it reads {FORMAT_VERSION!r}); "
-                f"the release was written by generator version {self.manifest.get('generator_version', 'unknown')}")
-        self._listed = listed
+            self.manifest = bundle.parse_manifest(fs.cat_file(path), url, bundle.RELEASE)
+        except bundle.BundleError as exc:
+            raise ReleaseError(str(exc)) from None
+        self._listed = {f["path"]: f for f in self.manifest["files"]}
         if verify:
-            problems = self._problems(hashes=verify is True, threads=threads)
+            problems = bundle.manifest_problems(fs, root, self._listed, hashes=verify is True, threads=threads)
             if problems:
                 more = f" (and {len(problems) - _SHOWN_PROBLEMS} more)" if len(problems) > _SHOWN_PROBLEMS else ""
                 raise ReleaseError(f"{url}: differs from its {MANIFEST}: " + "; ".join(problems[:_SHOWN_PROBLEMS]) + more)
@@ -93,41 +79,6 @@ class Release:
     # ---- manifest -------------------------------------------------------------------------
     def _abs(self, rel: str) -> str:
         return posixpath.join(self.root, rel)
-
-    def _present(self) -> dict:
-        """{relative path: size} of every file under the release but the manifest."""
-        out = {}
-        for path, info in self.fs.find(self.root, detail=True).items():
-            rel = posixpath.relpath(path, self.root)
-            if rel != MANIFEST:
-                out[rel] = int(info["size"])
-        return out
-
-    def _sha256(self, rel: str) -> str:
-        h = hashlib.sha256()
-        with self.fs.open(self._abs(rel), "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                h.update(chunk)
-        return h.hexdigest()
-
-    def _problems(self, hashes: bool, threads: int) -> list[str]:
-        present = self._present()
-        problems = [f"{rel}: listed in the manifest but missing" for rel in sorted(set(self._listed) - set(present))]
-        problems += [f"{rel}: present but not in the manifest" for rel in sorted(set(present) - set(self._listed))]
-        same_size = []
-        for rel in sorted(set(present) & set(self._listed)):
-            expected = int(self._listed[rel]["size"])
-            if present[rel] != expected:
-                problems.append(f"{rel}: {present[rel]} bytes, the manifest says {expected}")
-            else:
-                same_size.append(rel)
-        if hashes:
-            with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-                for rel, sha in zip(same_size, pool.map(self._sha256, same_size)):
-                    if sha != self._listed[rel]["sha256"]:
-                        problems.append(f"{rel}: SHA-256 {sha[:12]}... differs from the manifest's "
-                                        f"{self._listed[rel]['sha256'][:12]}...")
-        return problems
 
     @property
     def format_version(self) -> str:
@@ -141,7 +92,7 @@ class Release:
     @property
     def tables(self) -> list[str]:
         """Names of the Parquet tables (``covariates``, ``proteomics``, ...)."""
-        return [f[: -len(".parquet")] for f in self.files if "/" not in f and f.endswith(".parquet")]
+        return [f[: -len(bundle.TABLE_SUFFIX)] for f in self.files if "/" not in f and f.endswith(bundle.TABLE_SUFFIX)]
 
     def table(self, name: str, *, arrow: bool = False, columns: list[str] | None = None):
         """Table ``name`` as a pandas DataFrame (wide tables indexed by ``subject_id``, or
@@ -150,14 +101,14 @@ class Release:
             raise ReleaseError(f"table {name!r} is not in this release; valid: {', '.join(self.tables)}")
         import pyarrow.parquet as pq
 
-        with self.fs.open(self._abs(f"{name}.parquet"), "rb") as fh:
+        with self.fs.open(self._abs(name + bundle.TABLE_SUFFIX), "rb") as fh:
             table = pq.read_table(fh, columns=columns)
         return table if arrow else table.to_pandas()
 
     @cached_property
     def dictionary(self) -> pd.DataFrame:
         """``data_dictionary.tsv``: one row per column (table, field_id, coding, sentinel codes, ...)."""
-        with self.fs.open(self._abs("data_dictionary.tsv"), "rb") as fh:
+        with self.fs.open(self._abs(bundle.DATA_DICTIONARY_TSV), "rb") as fh:
             return pd.read_csv(fh, sep="\t", dtype=str, keep_default_na=False)
 
     # ---- genotypes ------------------------------------------------------------------------
@@ -214,10 +165,11 @@ class Images(Mapping):
 
     def __init__(self, release: Release, folder: str):
         self.release, self.folder = release, folder
-        npz = sorted(f for f in release.files if f.startswith(folder + "/") and f.endswith(".npz"))
-        self._zarr = f"{folder}.zarr" if any(f.startswith(f"{folder}.zarr/") for f in release.files) else None
+        npz = sorted(f for f in release.files if f.startswith(folder + "/") and f.endswith(bundle.IMAGE_SUFFIX))
+        store = folder + bundle.ZARR_SUFFIX
+        self._zarr = store if any(f.startswith(store + "/") for f in release.files) else None
         if npz:
-            self._ids = [posixpath.basename(f)[: -len(".npz")] for f in npz]
+            self._ids = [posixpath.basename(f)[: -len(bundle.IMAGE_SUFFIX)] for f in npz]
         elif self._zarr:
             self._ids = [str(s) for s in self._group["subject_id"][...].tolist()]
         else:
@@ -260,7 +212,7 @@ class Image:
     def _arrays(self) -> dict:
         images = self._images
         if images._zarr is None:
-            path = images.release._abs(f"{images.folder}/{self.subject_id}.npz")
+            path = images.release._abs(f"{images.folder}/{self.subject_id}{bundle.IMAGE_SUFFIX}")
             with images.release.fs.open(path, "rb") as fh, np.load(fh) as z:
                 return {k: z[k] for k in z.files}
         row = images._row[self.subject_id]
@@ -318,7 +270,7 @@ def _summary(rel: Release) -> str:
     import pyarrow.parquet as pq
 
     for name in rel.tables:
-        with rel.fs.open(rel._abs(f"{name}.parquet"), "rb") as fh:
+        with rel.fs.open(rel._abs(name + bundle.TABLE_SUFFIX), "rb") as fh:
             meta = pq.read_metadata(fh)
         lines.append(f"  {name}: {meta.num_rows} rows x {meta.num_columns} columns")
     for visit, folder in IMAGING.items():

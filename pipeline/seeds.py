@@ -4,7 +4,8 @@ A world seed is a secret integer of at least 128 bits.  Every random draw of a
 build comes from a *named stream* keyed by ``(seed, stream name, block)`` where
 ``block`` is a fixed-size participant block (or 0 for world-level draws), so a
 value never depends on the scheduler, the worker count, the Dask chunking or the
-order in which tasks run.
+order in which tasks run.  Every name is registered once in :mod:`pipeline.streams`;
+an unregistered name is an error.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import hashlib
 import secrets
 
 import numpy as np
+
+from . import streams
 
 MIN_SEED_BITS = 128
 
@@ -63,6 +66,8 @@ def _words(seed: int) -> list[int]:
 
 
 def seed_sequence(seed: int, name: str, block: int = 0) -> np.random.SeedSequence:
+    """The seed sequence of stream ``name`` (registered in :mod:`pipeline.streams`) in block ``block``."""
+    streams.check(name)
     return np.random.SeedSequence(entropy=_words(seed), spawn_key=(_name_id(name), int(block)))
 
 

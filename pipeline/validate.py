@@ -48,7 +48,19 @@ def print_table(report: dict, stream=sys.stdout) -> None:
     print(format_console(report), file=stream)
 
 
-def main(argv=None) -> int:
+def main(argv: list | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    from . import kinds
+
+    world_dir = next((a for a in argv if not a.startswith("-")), None)
+    kind = kinds.for_world(world_dir) if world_dir is not None else kinds.BIOBANK
+    if kind is not kinds.BIOBANK:  # another kind of world validates itself
+        return kind.validate_main(argv)
+    return biobank_main(argv)
+
+
+def biobank_main(argv: list) -> int:
+    """Validation of a biobank world."""
     ap = argparse.ArgumentParser(prog="python -m pipeline.validate", description=__doc__.splitlines()[0])
     ap.add_argument("world_dir")
     ap.add_argument("--out", default=None, help="folder for validation.json and validation.html")

@@ -35,7 +35,7 @@ import psutil  # noqa: E402
 
 from pipeline import config  # noqa: E402
 from pipeline.build import build  # noqa: E402
-from pipeline.executor import make_executor  # noqa: E402
+from pipeline.graph.executor import make_executor  # noqa: E402
 
 # Table rows: (row name, task stages summed into it, client Progress stages whose wall is used)
 ROWS = [
@@ -219,7 +219,7 @@ def print_table(res: dict, floor: float, rows: list, out=sys.stdout) -> None:
 
 
 def _warm_worker(barrier) -> None:
-    from pipeline.stages import warm_up
+    from pipeline.graph.warmup import warm_up
 
     warm_up()
     barrier.wait()  # returns once every worker of the pool is warm
@@ -232,7 +232,8 @@ def timed(fn):
 
 
 def compare(res: dict, tmp: str) -> dict:
-    from pipeline.build import VCF_CHUNK, contigs
+    from pipeline.graph.steps import contigs
+    from pipeline.writers.release.vcf import DEFAULT_CHUNK_SIZE as VCF_CHUNK
     from pipeline.genotypes_io import load_genotypes, read_haplotype_blocks
     from pipeline.writers.release.vcf import write_vcf
 

@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.config import BiasParams, dataclass_defaults  # noqa: E402
 from pipeline.imaging.measure import baseline_score, measure_subjects  # noqa: E402
-from pipeline.imaging.render import render_subjects, sample_site_fields  # noqa: E402
+from pipeline.imaging.render import render_subjects  # noqa: E402
+from pipeline.imaging.site_fields import sample_site_fields  # noqa: E402
 from pipeline.modalities import phenotypes  # noqa: E402
 
 T8_TARGET = -0.27  # the surrogate's signed r with the imaging signature of L in DCM, pre-issue-12 (--reference: -0.266)

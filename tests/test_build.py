@@ -293,7 +293,7 @@ class _Done:
 
 
 def test_progress_plain_lines_off_a_terminal_and_one_live_line_on_one():
-    from pipeline.timing import Progress
+    from pipeline.graph.progress import Progress
 
     import re
 
@@ -332,7 +332,7 @@ def test_dashboard_link_is_printed_and_serves(capsys):
     from omegaconf import OmegaConf
 
     from pipeline import config
-    from pipeline.executor import make_executor
+    from pipeline.graph.executor import make_executor
 
     cfg = OmegaConf.structured(config.ClusterConfig(n_workers=1, dashboard_address="127.0.0.1:0"))
     ex = make_executor(cfg, processes=False)

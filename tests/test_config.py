@@ -187,7 +187,8 @@ def test_malformed_command_is_one_line_before_compute(case, argv, field, tmp_pat
     before any compute (the build, the world sampler and the cluster are never
     reached) and with nothing written to the output or the working folder."""
     import pipeline.build as build_mod
-    import pipeline.executor as executor_mod
+    import pipeline.graph.executor as executor_mod
+    import pipeline.graph.run as run_mod
 
     if case == "out-no-package" and importlib.util.find_spec("s3fs") is not None:
         pytest.skip("s3fs is installed here")
@@ -204,7 +205,7 @@ def test_malformed_command_is_one_line_before_compute(case, argv, field, tmp_pat
         raise AssertionError("compute started for a malformed command")
 
     monkeypatch.setattr(build_mod, "build", computed)
-    monkeypatch.setattr(build_mod, "sample_world", computed)
+    monkeypatch.setattr(run_mod, "sample_world", computed)
     monkeypatch.setattr(executor_mod, "make_executor", computed)
     out = tmp_path / "out"
     values = {"tmp": tmp_path, "port": _closed_port(), "too_many": _too_many_participants()}
@@ -295,3 +296,18 @@ def test_panel_command_is_one_line_before_compute(argv, field, tmp_path, monkeyp
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {field}") and "valid: " in err[0], err
     assert os.listdir(tmp_path) == []
+
+
+def test_resolved_config_is_typed_and_the_panel_group_is_in_the_config_store():
+    """Point 8 of issue 16: after validation the config is the schema's dataclasses
+    (OmegaConf.to_object), and a panel file is typed by the PanelConfig schema."""
+    from omegaconf import OmegaConf
+
+    typed = config.load(["world=hard-01", "scale=tiny"]).typed
+    assert isinstance(typed, config.RootConfig) and isinstance(typed.world, config.WorldConfig)
+    assert isinstance(typed.world.bias_params, config.BiasParams) and isinstance(typed.scale, config.ScaleConfig)
+    assert typed.world.id == "hard-01" and typed.scale.name == "tiny"
+    panel = config.compose(["panel=paper-v1"], config_name="panel_config")
+    assert OmegaConf.get_type(panel.panel) is config.PanelConfig
+    with pytest.raises(config.ConfigError, match="panel.flavour: no such field"):
+        config.validate_panel(config.compose(["panel=paper-v1", "+panel.flavour=x"], config_name="panel_config"))

@@ -14,8 +14,8 @@ from scipy import ndimage
 from kernels import mri as K
 from kernels.reference import mri as R
 from pipeline.imaging import measure as M
-from pipeline.imaging.render import (all_site_fields, example_traits, prepare_traits, render_subjects,
-                                     sample_site_fields, site_field, _table)
+from pipeline.imaging.render import all_site_fields, example_traits, prepare_traits, render_subjects, site_field, _table
+from pipeline.imaging.site_fields import sample_site_fields
 from pipeline.imaging.templates import (DEFAULT_TEMPLATE, CardiacTemplate, load_segmentation_template)
 from pipeline.imaging.writer import ImagingZarrWriter, write_npz, write_zarr_range
 

@@ -177,7 +177,7 @@ def test_killing_a_worker_mid_build_changes_nothing(tmp_path, tiny_world):
     """A worker process is SIGKILLed while images are being rendered; the nanny
     restarts it, the scheduler recomputes its tasks, the files are identical."""
     from pipeline.build import build
-    from pipeline.executor import make_executor
+    from pipeline.graph.executor import make_executor
 
     resolved = config.load(["world=all-biases", "scale=tiny", f"out={tmp_path}", "cluster=local", "cluster.n_workers=2",
                             "cluster.progress=false"])

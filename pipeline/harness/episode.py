@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from .. import bundle
 from ..agents.base import Agent, EpisodeInfo, Observation
 from ..oracle import KINDS, Ledger, load_oracle
 from ..score import COMPONENT_KEYS, score_episode
@@ -78,12 +79,11 @@ from . import prompt as prompt_mod
 from . import safejson
 from .limits import Limits
 from .sandbox import ISOLATION_MODES, Sandbox
+from .work import atomic_json, money, read_submission, safe_dir, safe_write, work_listing
 
 BUDGETS = (0, 450_000, 2_000_000)
 DEFAULT_TURNS = 30
 DEFAULT_TIMEOUT = 300.0
-LISTING_CAP = 200
-SUBMISSION_READ_CAP = 64 * 1024 * 1024
 EPISODE_MARKER = ".drugtargetworld-episode"
 TRANSCRIPT_FORMAT = "drugtargetworld-transcript/1"
 
@@ -122,103 +122,6 @@ def extract_code(reply: Any) -> tuple[Optional[str], str]:
     return None, "none"
 
 
-# ----------------------------------------------------------------------------- WORK helpers
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        return path.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError, ValueError):
-        return False
-
-
-def _safe_dir(work: Path, name: str) -> Path:
-    """WORK/<name> as a real folder: an agent may have replaced it with a link or a file."""
-    folder = work / name
-    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-        folder.unlink()
-    folder.mkdir(exist_ok=True)
-    return folder
-
-
-def _safe_write(folder: Path, name: str, data: bytes) -> Path:
-    """Create ``folder/name`` afresh, never writing through a link the agent planted."""
-    target = folder / name
-    if target.is_symlink() or target.exists():
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        else:
-            target.unlink()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    return target
-
-
-def _read_submission(work: Path) -> tuple[Optional[dict], Optional[bytes], str]:
-    """(parsed object, raw bytes, status) of WORK/submission.json."""
-    path = work / "submission.json"
-    if not path.exists() and not path.is_symlink():
-        return None, None, "absent"
-    if path.is_symlink() or not path.is_file() or not _inside(path, work):
-        return None, None, "not a regular file in WORK (ignored)"
-    try:
-        if path.stat().st_size > SUBMISSION_READ_CAP:
-            return None, None, f"larger than {SUBMISSION_READ_CAP // (1024 * 1024)} MB (ignored)"
-        with open(path, "rb") as handle:
-            raw = handle.read(SUBMISSION_READ_CAP + 1)
-    except OSError as error:
-        return None, None, f"unreadable ({type(error).__name__})"
-    if len(raw) > SUBMISSION_READ_CAP:
-        return None, None, f"larger than {SUBMISSION_READ_CAP // (1024 * 1024)} MB (ignored)"
-    try:
-        parsed = safejson.loads(raw, max_bytes=SUBMISSION_READ_CAP)
-    except safejson.Refused as error:
-        return None, raw, f"not acceptable JSON ({error})"
-    if not isinstance(parsed, dict):
-        return None, raw, f"valid JSON but a {type(parsed).__name__}, not an object"
-    return parsed, raw, "parsed"
-
-
-def _listing(work: Path, cap: int = LISTING_CAP) -> list[str]:
-    entries: list[str] = []
-    total = 0
-    for root, dirs, files in os.walk(work, followlinks=False):
-        dirs.sort()
-        rel_root = Path(root).relative_to(work)
-        for name in sorted(files):
-            total += 1
-            if len(entries) >= cap:
-                continue
-            path = Path(root) / name
-            try:
-                size = path.lstat().st_size
-            except OSError:
-                size = 0
-            entries.append(f"{(rel_root / name).as_posix()} ({_size(size)})")
-    if total > cap:
-        entries.append(f"... and {total - cap} more files")
-    return entries
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
-def _money(value: float) -> str:
-    return f"${value:,.0f}"
-
-
-def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(safejson.dumps_safe(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 # ----------------------------------------------------------------------------- folders
 
 
@@ -236,7 +139,7 @@ def world_paths(world_dir: os.PathLike | str) -> tuple[Path, Path, Path]:
 def world_id_of(world_dir: os.PathLike | str) -> str:
     world, _, sealed = world_paths(world_dir)
     try:
-        value = json.loads((sealed / "truth.json").read_text()).get("world_id")
+        value = bundle.read_sealed(sealed, bundle.TRUTH).get("world_id")
     except (OSError, ValueError, AttributeError):
         value = None
     return value if isinstance(value, str) and value else world.name
@@ -415,10 +318,10 @@ class Episode:
             payload = self.ledger.request(item.get("kind"), item.get("protein"), turn)
             if payload.get("status") == "ok":
                 if folder is None:
-                    folder = _safe_dir(self.work, "experiments")
+                    folder = safe_dir(self.work, "experiments")
                     self.sandbox.own(folder)
                 name = f"{payload['protein']}.{payload['action']}.json"
-                _safe_write(folder, name, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+                safe_write(folder, name, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
                 delivered.append({"kind": payload["action"], "protein": payload["protein"],
                                   "cost": self.costs[payload["action"]], "path": f"experiments/{name}"})
             else:
@@ -427,7 +330,7 @@ class Episode:
         return delivered, refused
 
     def _track_submission(self, turn: int) -> str:
-        parsed, raw, status = _read_submission(self.work)
+        parsed, raw, status = read_submission(self.work)
         if parsed is None:
             if self.latest is not None and status != "absent":
                 return f"{status}; the version from turn {self.latest.turn} is the latest parseable one"
@@ -452,7 +355,7 @@ class Episode:
             parts.append("--- stderr ---\n" + run.stderr.rstrip("\n"))
         exp = []
         for d in delivered:
-            exp.append(f"delivered: {d['kind']} of {d['protein']} ({_money(d['cost'])} charged) -> WORK/{d['path']}")
+            exp.append(f"delivered: {d['kind']} of {d['protein']} ({money(d['cost'])} charged) -> WORK/{d['path']}")
         for r in refused:
             if r["kind"] is None:
                 exp.append(f"refused: {safejson.excerpt(r['reason'], 200)}")
@@ -473,14 +376,14 @@ class Episode:
             status = "submission.json: parsed (provisional: call submit() to make it final)."
         else:
             status = f"submission.json: {sub_status}."
-        parts.append(f"--- status ---\n{status}\nBudget remaining: {_money(self.ledger.remaining)}. Turns remaining: {left}.")
+        parts.append(f"--- status ---\n{status}\nBudget remaining: {money(self.ledger.remaining)}. Turns remaining: {left}.")
         return "\n".join(parts)
 
     def _save_transcript(self, extra: Optional[dict] = None) -> None:
         data = {**self.header, "turns": self.turns}
         if extra:
             data.update(extra)
-        _atomic_json(self.transcript_path, data)
+        atomic_json(self.transcript_path, data)
 
     # -- the loop
 
@@ -508,7 +411,7 @@ class Episode:
             record.update(reply=reply if isinstance(reply, str) else repr(reply), code=code, code_source=how)
             left = self.max_turns - turn
             if code is None:
-                text = f"Turn {turn} of {self.max_turns}. {prompt_mod.FORMAT_HINT}\nBudget remaining: {_money(self.ledger.remaining)}. Turns remaining: {left}."
+                text = f"Turn {turn} of {self.max_turns}. {prompt_mod.FORMAT_HINT}\nBudget remaining: {money(self.ledger.remaining)}. Turns remaining: {left}."
                 observation = Observation(turn=turn + 1, text=text, kind="no_code", turns_remaining=left,
                                           budget_remaining=self.ledger.remaining)
                 record.update(observation=text, timings={"policy_s": policy_s, "run_s": 0.0})
@@ -540,7 +443,7 @@ class Episode:
             sub_status = self._track_submission(turn)
             if run.submit_error:
                 sub_status += f" (submit() not accepted: {run.submit_error})"
-            listing = _listing(self.work)
+            listing = work_listing(self.work)
             status = "timeout" if run.timed_out else ("ran" if run.returncode == 0 else "failed")
             text = self._observation_text(turn, run, delivered, refused, run.requests_dropped, listing,
                                           sub_status, submitted)
@@ -563,7 +466,7 @@ class Episode:
             self._report(f"turn {turn}/{self.max_turns}: {status} ({run.duration:.1f} s)"
                          + (f", {len(delivered)} experiment(s) delivered" if delivered else "")
                          + (f", {len(refused)} refused" if refused else "")
-                         + f"; spent {_money(self.ledger.spent)} of {_money(self.budget)}"
+                         + f"; spent {money(self.ledger.spent)} of {money(self.budget)}"
                          + ("; submitted" if submitted else ""))
             if submitted:
                 self.exit_reason = "submitted"
@@ -578,7 +481,7 @@ class Episode:
 
     def _score(self) -> tuple[dict, str]:
         chosen = self.final or self.latest
-        current, _, _ = _read_submission(self.work)
+        current, _, _ = read_submission(self.work)
         if chosen is None or current == chosen.obj:
             return score_episode(self.sealed, self.work, self.ledger_path), "work"
         # WORK's submission.json is not the one the exit rule picks (changed after
@@ -645,7 +548,7 @@ class Episode:
         result["episode"] = summary
         try:
             self._save_transcript({"exit": summary, "score": {k: v for k, v in result.items() if k != "episode"}})
-            _atomic_json(self.dir / "score.json", result)
+            atomic_json(self.dir / "score.json", result)
         except Exception as error:  # the score is still returned; the failure is reported in it
             result["episode"]["save_error"] = f"{type(error).__name__}: {error}"
         return result

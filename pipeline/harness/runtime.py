@@ -2,7 +2,8 @@
 
 The harness copies this file, unchanged, into a read-only folder of the
 sandbox beside ``dtw_genotypes.py`` (a copy of ``pipeline/genotypes_io.py``)
-and runs each turn's program as::
+and ``dtw_bundle.py`` (a copy of ``pipeline/bundle.py``, whose file names the
+genotype reader uses) and runs each turn's program as::
 
     python -I dtw_runtime.py program.py
 

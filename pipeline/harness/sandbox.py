@@ -55,6 +55,8 @@ from .staging import link_tree, staging_root
 
 RUNTIME_NAME = "dtw_runtime.py"
 GENOTYPES_NAME = "dtw_genotypes.py"
+#: The bundle contract (pipeline/bundle.py), which the genotype reader takes its file names from.
+BUNDLE_NAME = "dtw_bundle.py"
 PROGRAM_NAME = "program.py"
 READY_NAME = "ready"
 OUTPUT_CAP = 32_000  # characters kept per stream and turn
@@ -196,6 +198,7 @@ class Sandbox:
         self.lib.mkdir(mode=0o755)
         shutil.copyfile(_HERE / "runtime.py", self.lib / RUNTIME_NAME)
         shutil.copyfile(_HERE.parent / "genotypes_io.py", self.lib / GENOTYPES_NAME)
+        shutil.copyfile(_HERE.parent / "bundle.py", self.lib / BUNDLE_NAME)
         self.work = Path(work).resolve() if work is not None else self.state / "work"
         self.work.mkdir(parents=True, exist_ok=True)
         self.layout: Optional[bwrap.Layout] = None

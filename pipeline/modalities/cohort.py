@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import blocks
+from .. import blocks, streams
 from ..blocks import zscore
 from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, L_AGE, L_BMI,
                      L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
@@ -146,7 +146,7 @@ def assemble(world: World, cores: list) -> Cohort:
 
     # ---- latent severity (S1.2) ---------------------------------------------------
     l_raw = (L_BMI * z_bmi + L_SMOKING * pop["smoking"] + L_DIRECT * g_direct + L_AGE * z_age
-             + world.latent_residual * blocks.normal(world, "latent_residual"))
+             + world.latent_residual * blocks.normal(world, streams.LATENT_RESIDUAL))
     if r.drivers.size:
         l_raw = l_raw + driver_sum(world, proteins, r.weights)
     if world.has("T7"):
@@ -174,7 +174,7 @@ def assemble(world: World, cores: list) -> Cohort:
     # residual draw, so the pathway's followers see the T1 decoy as they see any protein
     # (the test-only leaks restore the separate draw the original's bias equations had)
     own_draw = not (world.leaky("transcripts") or world.leaky("communality"))
-    eps = {role: (resid[:, k] if role == "T1" and own_draw else blocks.normal(world, f"special/{role}"))
+    eps = {role: (resid[:, k] if role == "T1" and own_draw else blocks.normal(world, streams.SPECIAL.format(role=role)))
            for k, (role, _) in enumerate(specials)}
     for k, (role, p) in enumerate(specials):
         x, bio, sys_part = special_raw(world, role, p, raw[:, list(tracked).index(p)], resid[:, k], eps[role], g_cis[p],
@@ -189,11 +189,11 @@ def assemble(world: World, cores: list) -> Cohort:
             special_tr[p] = (t - t.mean()) / t.std()
 
     # ---- outcomes need the surrogate; imaging selection needs L and P_sel ---------
-    eval_mask = blocks.uniform(world, "eval_mask") < float(world.params["eval_fraction"])
+    eval_mask = blocks.uniform(world, streams.EVAL_MASK) < float(world.params["eval_fraction"])
     score = (-0.24 * z_age - 0.52 * z_bmi + world.centre_selection[pop["centre"]]
              + world.ancestry_selection[pop["ancestry"]])
     t3 = bp["T3"]
-    noise = t3["noise"] * blocks.normal(world, "imaging_selection")
+    noise = t3["noise"] * blocks.normal(world, streams.IMAGING_SELECTION)
     if world.has("T3"):
         eta = t3["eta"]
         score = score + t3["latent"] * eta * latent + t3["protein"] * eta * proteins[r.decoys["T3"]]
@@ -252,12 +252,12 @@ def simulate_deaths(world: World, cohort: Cohort) -> dict:
     c1 = CARDIAC_BASE * np.exp(CARDIAC_L * cohort.latent + base)
     c2 = CARDIAC_BASE * np.exp(CARDIAC_L * cohort.latent_late + base)
     switch = float(world.params["visit2_years"])
-    e_card = blocks.exponential(world, "death_cardiac")
+    e_card = blocks.exponential(world, streams.DEATH_CARDIAC)
     h_switch = c1 * np.expm1(k * switch) / k
     t_early = np.log1p(k * e_card / c1) / k
     t_late = np.log(np.exp(k * switch) + k * np.maximum(e_card - h_switch, 0.0) / c2) / k
     t_card = np.where(e_card < h_switch, t_early, t_late)
-    e_other = blocks.exponential(world, "death_other")
+    e_other = blocks.exponential(world, streams.DEATH_OTHER)
     a = OTHER_BASE * np.exp(OTHER_AGE_SLOPE * (pop["age"] - OTHER_AGE_CENTRE))
     t_other = np.log1p(OTHER_AGE_SLOPE * e_other / a) / OTHER_AGE_SLOPE
     horizon = float(world.params["followup_years"])
@@ -268,30 +268,34 @@ def simulate_deaths(world: World, cohort: Cohort) -> dict:
     return {"died": died, "cause": cause, "followup": followup, "t_death": np.where(died, t_death, np.nan)}
 
 
-def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> None:
-    """A random 20 % of participants, among those alive at their visit-2 date."""
+def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A random 20 % of participants, among those alive at their visit-2 date:
+    (bool [n] who attends, float [n] years from baseline, NaN for the others)."""
     n = world.n
-    when = float(world.params["visit2_years"]) + blocks.uniform(world, "visit2_time") - 0.5
+    when = float(world.params["visit2_years"]) + blocks.uniform(world, streams.VISIT2_TIME) - 0.5
     alive = ~(deaths["died"] & (deaths["followup"] <= when))
     frac = float(world.params["visit2_fraction"])
     q = min(1.0, frac * n / max(1, int(alive.sum())))
-    cohort.visit2 = alive & (blocks.uniform(world, "visit2") < q)
-    cohort.visit2_years = np.where(cohort.visit2, when, np.nan)
+    visit2 = alive & (blocks.uniform(world, streams.VISIT2) < q)
+    return visit2, np.where(visit2, when, np.nan)
 
 
-def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
+def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> tuple[dict, dict]:
     """The planted paths of the bias equations at visit 2 (visit-2 rows): BMI then, L_late
     (disease then) for the reverse-causation decoy, and for the A9 partner, which tracks
     disease five years ahead, disease five years after visit 2: L_late carried on as L
     carried into L_late (correlation rho = r(L, L_late)) with fresh variation.  The omics
     stage applies them to the proteins' ordinary visit-2 values and standardises with the
-    baseline moments, so change is visible."""
+    baseline moments, so change is visible.
+
+    Returns ({protein: planted path}, {protein: own residual}), visit-2 rows only:
+    the cohort's ``special_v2_path`` and ``special_v2_eps``."""
     v2 = cohort.visit2
     z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
     # both standardised; no BLAS in a written value; clipped: a world without drivers has
     # L_late = L, and rounding put rho a hair above 1 (NaN for a path no such world uses)
     rho = float(np.clip(np.mean(cohort.latent * cohort.latent_late), -1.0, 1.0))
-    ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, "a9_partner/disease_ahead_visit2")
+    ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, streams.A9_AHEAD)
     paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": ahead}
     if not world.leaky("communality"):
         # L and L_late are standardised at their own time, so they do not age: the covariate
@@ -303,7 +307,7 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
             a = world.pathways.path_covariates.get(role)
             if a is not None:
                 paths[role] = paths[role] + sum(float(a[j]) * change[:, j] for j in range(4))
-    cohort.special_v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
+    v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
     # The planted path persists between visits more than an ordinary protein's residual
     # does (BMI and disease change little in five years), so the bias equation's own
     # residual renews faster, by just enough that the protein's visit-to-visit stability
@@ -312,7 +316,7 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
     # and k the path's carried factor and covariate share.
     before = {"T1": cohort.z_bmi, "T2": cohort.latent, "A9_partner": cohort.latent_late}
     eps = cohort.extras["special_eps"]
-    cohort.special_v2_eps = {}
+    v2_eps = {}
     for role, p in world.special_proteins().items():
         carry = VISIT2_RESID_CARRY
         if not world.leaky("communality"):
@@ -326,5 +330,6 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
             target = (float(world.pathways.visit2_carry[p]) * ordinary_residual_sd(world, p) ** 2
                       + loading ** 2 * world.pathways.path_carried.get(role, 0.0))
             carry = float(np.clip((target - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0
-        renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, f"special_visit2/{role}")
-        cohort.special_v2_eps[p] = renewed[v2]
+        renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, streams.SPECIAL_VISIT2.format(role=role))
+        v2_eps[p] = renewed[v2]
+    return v2_path, v2_eps

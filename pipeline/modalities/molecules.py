@@ -26,10 +26,8 @@ import numpy as np
 
 from .. import seeds
 from ..pathways import covariate_matrix
-from ..world import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT
+from ..world import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
 
-VISIT2_FACTOR_CARRY = 0.85  # corr of the shared factors between visits
-VISIT2_RESID_CARRY = 0.60  # corr of assay/biological residuals between visits
 
 
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -60,6 +60,7 @@ import pandas as pd
 from scipy import stats as st
 from scipy.special import chdtrc, ndtr, ndtri
 
+from .. import bundle
 from . import features
 from .sealed_checks import POWER_Z, WorldTruth, check_instruments, check_surrogate, check_t4, surrogate_verdict
 
@@ -135,7 +136,7 @@ def world_dirs(root: str) -> list:
     out = []
     for name in sorted(os.listdir(root)):
         d = os.path.join(root, name)
-        if os.path.isdir(os.path.join(d, "release")) and os.path.isdir(os.path.join(d, "sealed")):
+        if os.path.isdir(os.path.join(d, bundle.RELEASE)) and os.path.isdir(os.path.join(d, bundle.SEALED)):
             out.append(d)
     return out
 
@@ -145,7 +146,7 @@ def analyse_world(world_dir: str) -> dict:
     from ..genotypes_io import load_genotypes
 
     t0 = time.perf_counter()
-    release = os.path.join(world_dir, "release")
+    release = os.path.join(world_dir, bundle.RELEASE)
     wt = WorldTruth.load(world_dir)
     genotypes = load_genotypes(release, threads=1)
     table = features.protein_statistics(release, genotypes)

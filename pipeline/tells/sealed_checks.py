@@ -21,7 +21,6 @@ Every statistical threshold is a normal quantile at a stated false-alarm rate.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -29,8 +28,9 @@ from typing import Optional
 
 import numpy as np
 import pandas as pd
-import yaml
 from scipy import stats as st
+
+from .. import bundle
 
 #: Haplotype r^2 above which two variants are linked (SPEC section 4).
 LINK_R2 = 0.05
@@ -54,11 +54,11 @@ class WorldTruth:
 
     @classmethod
     def load(cls, world_dir: str) -> "WorldTruth":
-        sealed = os.path.join(world_dir, "sealed")
-        truth = json.load(open(os.path.join(sealed, "truth.json")))
-        hidden = json.load(open(os.path.join(sealed, "hidden_model.json")))
-        oracle = json.load(open(os.path.join(sealed, "oracle.json")))
-        config = yaml.safe_load(open(os.path.join(sealed, "world.yaml"))) or {}
+        sealed = os.path.join(world_dir, bundle.SEALED)
+        truth = bundle.read_sealed(sealed, bundle.TRUTH)
+        hidden = bundle.read_sealed(sealed, bundle.HIDDEN_MODEL)
+        oracle = bundle.read_sealed(sealed, bundle.ORACLE)
+        config = bundle.read_sealed(sealed, bundle.WORLD_CONFIG) or {}
         out = cls(world_id=truth.get("world_id") or os.path.basename(world_dir), archetype=truth.get("archetype", ""),
                   proteins=list(oracle.get("proteins") or []), truth=truth, hidden=hidden, config=config)
         out.kinds = role_kinds(truth)
@@ -185,11 +185,11 @@ def check_surrogate(world_dir: str, wt: WorldTruth) -> dict:
     base = {"name": "surrogate", "world": wt.world_id, "archetype": wt.archetype, "surrogate": surrogate}
     if not surrogate:
         return {**base, "applicable": False}
-    sealed, release = os.path.join(world_dir, "sealed"), os.path.join(world_dir, "release")
-    hidden = pd.read_parquet(os.path.join(sealed, "hidden_participants.parquet"))
-    latent = pd.read_parquet(os.path.join(sealed, "latent.parquet")).reindex(hidden.index)
+    sealed, release = os.path.join(world_dir, bundle.SEALED), os.path.join(world_dir, bundle.RELEASE)
+    hidden = bundle.read_sealed(sealed, bundle.HIDDEN_PARTICIPANTS)
+    latent = bundle.read_sealed(sealed, bundle.LATENT).reindex(hidden.index)
     traits = [c for c in hidden.columns if c.startswith("trait_")]
-    proteins = pd.read_parquet(os.path.join(release, "proteomics.parquet"), columns=[surrogate])
+    proteins = pd.read_parquet(os.path.join(release, bundle.table_file("proteomics")), columns=[surrogate])
     p = np.array(proteins[surrogate].reindex(hidden.index.astype(str)), dtype=np.float64)
     p = np.where(np.isfinite(p), p, np.nanmean(p))
     L = latent["latent"].to_numpy(dtype=np.float64)
@@ -208,7 +208,7 @@ def check_surrogate(world_dir: str, wt: WorldTruth) -> dict:
                    r_imaging_given_l=round(float(np.corrcoef(resid_p, resid_s)[0, 1]), 4),
                    signature_weights={t.removeprefix("trait_"): round(float(b), 4) for t, b in zip(traits, beta[1:])},
                    imaging_signature_r_with_l=round(float(np.corrcoef(signature, L)[0, 1]), 4))
-    mortality = pd.read_parquet(os.path.join(release, "mortality.parquet"))
+    mortality = pd.read_parquet(os.path.join(release, bundle.table_file("mortality")))
     mortality.index = mortality.index.astype(str)
     died = mortality["cause"].astype("string").eq("cardiac").fillna(False).reindex(hidden.index.astype(str), fill_value=False)
     d = died.to_numpy(dtype=bool)
@@ -264,11 +264,11 @@ def check_t4(world_dir: str, wt: WorldTruth) -> dict:
     base = {"name": "t4_inseparable", "world": wt.world_id}
     if not pair:
         return {**base, "applicable": False, "passed": True, "problems": [], "detail": "no T4 pair"}
-    release, sealed = os.path.join(world_dir, "release"), os.path.join(world_dir, "sealed")
+    release, sealed = os.path.join(world_dir, bundle.RELEASE), os.path.join(world_dir, bundle.SEALED)
     cols = [pair["causal"], pair["partner"]]
-    proteins = pd.read_parquet(os.path.join(release, "proteomics.parquet"), columns=cols)
+    proteins = pd.read_parquet(os.path.join(release, bundle.table_file("proteomics")), columns=cols)
     proteins.index = proteins.index.astype(str)
-    latent = pd.read_parquet(os.path.join(sealed, "latent.parquet"))
+    latent = bundle.read_sealed(sealed, bundle.LATENT)
     latent.index = latent.index.astype(str)
     ids = latent.index.intersection(proteins.index)
     X = np.array(proteins.loc[ids, cols], dtype=np.float64)

@@ -3,7 +3,6 @@ how a report reads to a person: each row's status (PASS, FAIL, skipped with its
 reason, or reported when it has no criterion) and the console table."""
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -13,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+
+from .. import bundle
 
 TARGETS_FILE = Path(__file__).resolve().parents[1] / "data" / "calibration_targets.yaml"
 
@@ -183,13 +184,18 @@ class WorldDir:
 
     def __init__(self, world_dir: str):
         self.dir = os.path.abspath(world_dir)
-        self.release = os.path.join(self.dir, "release")
-        self.sealed = os.path.join(self.dir, "sealed")
+        self.release = os.path.join(self.dir, bundle.RELEASE)
+        self.sealed = os.path.join(self.dir, bundle.SEALED)
         if not os.path.isdir(self.release):
-            raise FileNotFoundError(f"{world_dir}: no release/ folder (is this a built world directory?)")
+            raise FileNotFoundError(f"{world_dir}: no {bundle.RELEASE}/ folder (is this a built world directory?)")
+        # Both manifests name a format this reader knows (when they are there: validation also
+        # reads worlds a test has assembled by hand).
+        for folder, kind in ((self.release, bundle.RELEASE), (self.sealed, bundle.SEALED)):
+            if os.path.exists(os.path.join(folder, bundle.MANIFEST)):
+                bundle.read_manifest(folder, kind)
 
     def table(self, name: str) -> pd.DataFrame:
-        return pd.read_parquet(os.path.join(self.release, f"{name}.parquet"))
+        return pd.read_parquet(os.path.join(self.release, bundle.table_file(name)))
 
     @cached_property
     def covariates(self):
@@ -201,26 +207,23 @@ class WorldDir:
 
     @cached_property
     def truth(self) -> dict:
-        with open(os.path.join(self.sealed, "truth.json")) as fh:
-            return json.load(fh)
+        return bundle.read_sealed(self.sealed, bundle.TRUTH)
 
     @cached_property
     def hidden(self) -> dict:
-        with open(os.path.join(self.sealed, "hidden_model.json")) as fh:
-            return json.load(fh)
+        return bundle.read_sealed(self.sealed, bundle.HIDDEN_MODEL)
 
     @cached_property
     def config(self) -> dict:
-        with open(os.path.join(self.sealed, "world.yaml")) as fh:
-            return yaml.safe_load(fh)
+        return bundle.read_sealed(self.sealed, bundle.WORLD_CONFIG)
 
     @cached_property
     def latent(self) -> pd.DataFrame:
-        return pd.read_parquet(os.path.join(self.sealed, "latent.parquet"))
+        return bundle.read_sealed(self.sealed, bundle.LATENT)
 
     @cached_property
     def eval_mask(self) -> np.ndarray:
-        return np.load(os.path.join(self.sealed, "eval_mask.npy"))
+        return bundle.read_sealed(self.sealed, bundle.EVAL_MASK)
 
     @cached_property
     def genotypes(self) -> pd.DataFrame:
@@ -233,14 +236,14 @@ class WorldDir:
         """int8 [variants, samples, 2] from the genotype store."""
         import zarr
 
-        g = zarr.open_group(os.path.join(self.release, "genotypes.zarr"), mode="r")
+        g = zarr.open_group(os.path.join(self.release, bundle.GENOTYPE_STORE), mode="r")
         return np.asarray(g["call_genotype"][:])
 
     @cached_property
     def variants(self) -> pd.DataFrame:
         import zarr
 
-        g = zarr.open_group(os.path.join(self.release, "genotypes.zarr"), mode="r")
+        g = zarr.open_group(os.path.join(self.release, bundle.GENOTYPE_STORE), mode="r")
         contig_id = [str(x) for x in np.asarray(g["contig_id"][:]).tolist()]
         return pd.DataFrame({
             "id": [str(x) for x in np.asarray(g["variant_id"][:]).tolist()],

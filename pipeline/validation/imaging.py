@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from .. import bundle
 from .core import Check, at_least, band, underpowered
 from .stats import ridge_cv
 
@@ -38,7 +39,7 @@ MEASURABILITY = (("ed_cavity_area_px", "render_lv_edv_ml"), ("area_emptying", "e
 
 def _features(world) -> pd.DataFrame | None:
     """The baseline pipeline's features of the baseline scans (sealed, measured at build time)."""
-    path = os.path.join(world.sealed, "imaging_features.parquet")
+    path = os.path.join(world.sealed, bundle.IMAGING_FEATURES)
     return pd.read_parquet(path) if os.path.exists(path) else None
 
 
@@ -122,7 +123,7 @@ def checks(world) -> tuple[list, dict]:
                                                                              if r_best.max() > b_all else ""), level="calibration"))
 
     # measurability: pixel-measured features vs generating traits
-    hp = pd.read_parquet(os.path.join(world.sealed, "hidden_participants.parquet")).reindex(feats.index)
+    hp = bundle.read_sealed(world.sealed, bundle.HIDDEN_PARTICIPANTS).reindex(feats.index)
     if "render_lv_edv_ml" in hp:
         hp["ef"] = 1 - hp["render_lv_esv_ml"] / hp["render_lv_edv_ml"]
         for fname, tname in MEASURABILITY:

@@ -34,7 +34,11 @@ import numpy as np
 import pandas as pd
 import zarr
 
-from .vcf import INFO_FIELDS, SOURCE, meta_information
+from .vcf import DEFAULT_CHUNK_SIZE, INFO_FIELDS, SOURCE, meta_information
+
+#: Variants per genotype-store chunk (part of the format): the VCF writer's chunk, so each
+#: VCF chunk decodes exactly one store chunk.
+VARIANT_CHUNK = DEFAULT_CHUNK_SIZE
 
 VCF_ZARR_VERSION = "0.5"
 PLOIDY = 2

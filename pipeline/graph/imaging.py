@@ -11,27 +11,32 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from .timing import StageTimer, merge
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from . import seeds
-from .config import BLOCK_SIZE
-from .modalities import phenotypes
-from .outputs import Output
+from .. import seeds, streams
+from ..config import BLOCK_SIZE
+from ..modalities import phenotypes
+from ..outputs import Output
+from .progress import StageTimer, merge
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
+    from ..modalities.cohort import Cohort
 
 SUBJECTS_PER_TASK = 64
 VISITS = {1: "imaging", 2: "imaging_visit2"}
 
 
-def noise_keys(world, rows: np.ndarray, visit: int) -> np.ndarray:
+def noise_keys(world: World, rows: np.ndarray, visit: int) -> np.ndarray:
     """uint64 key per participant row, from a per-block stream (order-free)."""
     keys = np.empty(len(rows), dtype=np.uint64)
     by_block = rows // BLOCK_SIZE
     for b in np.unique(by_block):
         lo, hi = world.block_range(int(b))
-        all_keys = seeds.seed_sequence(world.seed, f"mri/visit{visit}", int(b)).generate_state(hi - lo, dtype=np.uint64)
+        all_keys = seeds.seed_sequence(world.seed, streams.MRI.format(visit=visit), int(b)).generate_state(hi - lo, dtype=np.uint64)
         sel = by_block == b
         keys[sel] = all_keys[rows[sel] - lo]
     return keys
@@ -44,9 +49,9 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     it wrote still has the SHA-256 it recorded."""
     import pickle
 
-    from .imaging.measure import measure_subjects
-    from .imaging.render import render_subjects
-    from .stages import Partitions
+    from ..imaging.measure import measure_subjects
+    from ..imaging.render import render_subjects
+    from .partitions import Partitions
 
     output = Output(out_url, world_id)
     marker = Partitions(output, "mri")
@@ -66,7 +71,7 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     timer.lap("baseline_phenotype")
     hashes = {}
     if layout == "npz":
-        from .imaging.writer import npz_bytes
+        from ..imaging.writer import npz_bytes
 
         for i, sid in enumerate(subject_ids):
             data = npz_bytes({"cine": cine[i], "t1map": t1map[i]})
@@ -74,7 +79,7 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
             output.write_bytes(posixpath.join(output.release, rel), data)
             hashes[rel] = (len(data), hashlib.sha256(data).hexdigest())
     elif layout == "zarr":
-        from .imaging.writer import write_zarr_range
+        from ..imaging.writer import write_zarr_range
 
         write_zarr_range(output.url(posixpath.join(output.release, f"{folder}.zarr")), start, cine, t1map)
     timer.lap("mri_write")
@@ -101,7 +106,7 @@ def _traits_for(world, traits: dict, rows: np.ndarray, centre: np.ndarray, keys:
     return out
 
 
-def visit2_traits(world, coh, v2cov: dict, archetype: str | None = None) -> dict:
+def visit2_traits(world: World, coh: Cohort, v2cov: dict, archetype: str | None = None) -> dict:
     """Visit-2 morphology from L_late, five years older, the world's own archetype
     (``archetype`` overrides it only to restore the paper's defect)."""
     years = np.nan_to_num(coh.visit2_years, nan=float(world.params["visit2_years"]))
@@ -112,7 +117,7 @@ def visit2_traits(world, coh, v2cov: dict, archetype: str | None = None) -> dict
     return phenotypes.traits_clinical(world, z, "traits_visit2", archetype=archetype)
 
 
-def run_imaging(executor, w, world, coh, traits_v1: dict, v2cov: dict, output: Output, cfg, resume: bool = False) -> tuple:
+def run_imaging(executor: Any, w: Any, world: World, coh: Cohort, traits_v1: dict, v2cov: dict, output: Output, cfg: Any, resume: bool = False) -> tuple:
     layout = cfg.release.imaging
     site_fields = world.site_fields if world.site_fields is not None else np.zeros((len(world.centre_p), 1))
     ids = world.subject_ids()
@@ -129,7 +134,7 @@ def run_imaging(executor, w, world, coh, traits_v1: dict, v2cov: dict, output: O
         tr = _traits_for(world, traits, rows, coh.pop["centre"], keys)
         zarr_path = posixpath.join(output.release, f"{folder}.zarr")
         if layout == "zarr" and not (resume and output.exists(zarr_path)):
-            from .imaging.writer import ImagingZarrWriter
+            from ..imaging.writer import ImagingZarrWriter
 
             ImagingZarrWriter.create(output.url(zarr_path), ids[rows])
         elif layout == "npz":
@@ -160,10 +165,10 @@ def _feature_table(world, parts) -> pd.DataFrame:
     return df
 
 
-def baseline_record(world, coh, features: pd.DataFrame) -> dict:
+def baseline_record(world: World, coh: Cohort, features: pd.DataFrame) -> dict:
     """sealed/phenotype_baseline.json: b = |corr(baseline, L)| over the imaged
     participants in the eval mask, plus the baseline's definition."""
-    from .imaging import measure
+    from ..imaging import measure
 
     score = measure.baseline_score({k: features[k].to_numpy() for k in features.columns})
     rows = pd.Index(world.subject_ids()).get_indexer(features.index)
@@ -187,7 +192,7 @@ def baseline_record(world, coh, features: pd.DataFrame) -> dict:
 
 
 def features_bytes(table: pd.DataFrame) -> bytes:
-    from .writers.release.parquet import table_bytes
+    from ..writers.parquet import table_bytes
 
     return table_bytes(table)
 

@@ -1,4 +1,5 @@
-"""Parquet with fixed, deterministic options.
+"""Parquet with fixed, deterministic options: the one encoding of the release's
+tables and of the sealed bundle's (each writer calls it; neither calls the other).
 
 zstd, dictionary encoding only for string columns (float columns gain nothing
 from it and it is about 6x slower on wide omics tables), statistics on, one row
@@ -12,13 +13,15 @@ show beside the data.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-COMPRESSION = "zstd"
-COMPRESSION_LEVEL = 3
+from ..bundle import PARQUET_COMPRESSION as COMPRESSION
+from ..bundle import PARQUET_COMPRESSION_LEVEL as COMPRESSION_LEVEL
+
 ROW_GROUP_ROWS = 10_000
 
 
@@ -26,7 +29,7 @@ def _dictionary_columns(table: pa.Table) -> list:
     return [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
 
 
-def writer_options(table_schema: pa.Schema, compression=COMPRESSION, level=COMPRESSION_LEVEL) -> dict:
+def writer_options(table_schema: pa.Schema, compression: str = COMPRESSION, level: int = COMPRESSION_LEVEL) -> dict:
     """Statistics (min/max in the footer) only for non-float columns: per-column
     summaries of measurements would let a reader spot an unusual column from the
     metadata alone, without analysing a single value."""
@@ -52,5 +55,5 @@ def table_bytes(df: pd.DataFrame | pa.Table, row_group_rows: int = ROW_GROUP_ROW
     return buf.getvalue()
 
 
-def write_dataframe(output, path: str, df: pd.DataFrame) -> None:
+def write_dataframe(output: Any, path: str, df: pd.DataFrame) -> None:
     output.write_bytes(path, table_bytes(df))

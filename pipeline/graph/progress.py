@@ -4,6 +4,7 @@ worker threads; a Dask worker runs one task at a time, so a task's delta is its 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 
 class StageTimer:
@@ -109,7 +110,7 @@ class Progress:
             self._print(line, final=True)
         self._name = None
 
-    def track(self, future) -> None:
+    def track(self, future: Any) -> None:
         """Count a submitted task in the current stage."""
         with self._lock:
             self._futures.append(future)

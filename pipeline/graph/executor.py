@@ -9,7 +9,8 @@ import contextlib
 import os
 import sys
 import warnings
-from typing import Any, Callable, Iterable
+from collections import deque
+from typing import Any, Callable, Iterable, Iterator
 
 
 class SyncFuture:
@@ -21,7 +22,7 @@ class SyncFuture:
     def done(self) -> bool:
         return self._done
 
-    def result(self):
+    def result(self) -> Any:
         if not self._done:
             args = [a.result() if isinstance(a, SyncFuture) else a for a in self._args]
             self._value = self._fn(*args, **self._kwargs)
@@ -38,18 +39,18 @@ class SyncExecutor:
     def submit(self, fn: Callable, *args, key: str | None = None, **kwargs) -> SyncFuture:
         return SyncFuture(fn, args, kwargs)
 
-    def scatter(self, obj):
+    def scatter(self, obj: Any) -> Any:
         return obj
 
     def gather(self, futures: Iterable) -> list:
         return [f.result() if isinstance(f, SyncFuture) else f for f in futures]
 
     def warm_up(self) -> None:
-        from .stages import warm_up
+        from .warmup import warm_up
 
         warm_up()
 
-    def close(self):
+    def close(self) -> None:
         pass
 
 
@@ -85,7 +86,7 @@ class DaskExecutor:
     def n_workers(self) -> int:
         return max(1, len(self.client.scheduler_info().get("workers", {})))
 
-    def submit(self, fn, *args, key: str | None = None, **kwargs):
+    def submit(self, fn: Callable, *args, key: str | None = None, **kwargs):
         if key is not None:
             import uuid
 
@@ -94,7 +95,7 @@ class DaskExecutor:
             return self.client.submit(_numba_threads, self._numba_threads, fn, *args, key=key, pure=False, **kwargs)
         return self.client.submit(fn, *args, key=key, pure=False, **kwargs)
 
-    def scatter(self, obj):
+    def scatter(self, obj: Any) -> Any:
         # Wrapped in a list: distributed scatters a dict as {key: value} with the
         # dict's own keys as task keys, which would collide between worlds built
         # concurrently (every world's "protein_mean" would be one future).
@@ -105,11 +106,11 @@ class DaskExecutor:
 
     def warm_up(self) -> None:
         """Load the kernels on every worker now (benchmarks time steady-state work)."""
-        from .stages import warm_up
+        from .warmup import warm_up
 
         self.client.run(warm_up)
 
-    def close(self):
+    def close(self) -> None:
         with contextlib.suppress(Exception):
             self.client.close()
         if self._cluster is not None:
@@ -127,7 +128,7 @@ def _silence_distributed_logs():
 SCHEDULER_TIMEOUT = "10s"  #: how long a client waits for cluster.address before the build is refused
 
 
-def dashboard_link(client, address: str | None) -> str | None:
+def dashboard_link(client: Any, address: str | None) -> str | None:
     """The dashboard's URL.  Built from the port the scheduler reports, because
     distributed's own link names the scheduler's host, which for a threaded
     local cluster is the machine's external address, not where it listens."""
@@ -140,7 +141,7 @@ def dashboard_link(client, address: str | None) -> str | None:
     return f"http://{host}:{port}/status"
 
 
-def make_executor(cluster_cfg, processes: bool = True, announce: bool | None = None) -> Any:
+def make_executor(cluster_cfg: Any, processes: bool = True, announce: bool | None = None) -> Any:
     """Build the executor for ``cluster_cfg`` (the ``cluster`` config group).
     ``processes=False`` runs the local cluster's workers as threads (needed when
     the output filesystem lives inside this process, as memory:// does).
@@ -155,7 +156,7 @@ def make_executor(cluster_cfg, processes: bool = True, announce: bool | None = N
     from distributed import Client, LocalCluster
 
     if kind == "address":
-        from .config import ConfigError
+        from ..config import ConfigError
 
         try:
             client = Client(cluster_cfg.address, timeout=SCHEDULER_TIMEOUT)
@@ -189,6 +190,38 @@ def make_executor(cluster_cfg, processes: bool = True, announce: bool | None = N
         log(f"dask: local cluster of {n_workers} worker {'processes' if processes else 'threads'}; "
             + (f"dashboard {link}" if link else "no dashboard (cluster.dashboard_address=null)"))
     return DaskExecutor(client, owns_cluster=cluster, numba_threads=int(cluster_cfg.threads_per_worker))
+
+
+class Tracked:
+    """The executor as the build's steps see it: every submitted task is counted in
+    the current stage's progress (tasks done / submitted)."""
+
+    def __init__(self, executor, progress):
+        self._executor, self._progress = executor, progress
+
+    def submit(self, fn: Callable, *args, **kwargs):
+        future = self._executor.submit(fn, *args, **kwargs)
+        self._progress.track(future)
+        return future
+
+    def __getattr__(self, name):
+        return getattr(self._executor, name)
+
+
+def windowed_map(executor: Any, fn: Callable, tasks: Iterable, window: int = 8) -> Iterator:
+    """Yield ``fn(task)`` in task order with at most ``window`` tasks in flight, so
+    results stream to the writer in bounded memory."""
+    pending = deque()
+    it = iter(tasks)
+    for task in it:
+        pending.append(executor.submit(fn, task))
+        if len(pending) >= window:
+            break
+    for task in it:
+        yield executor.gather([pending.popleft()])[0]
+        pending.append(executor.submit(fn, task))
+    while pending:
+        yield executor.gather([pending.popleft()])[0]
 
 
 def chunks(seq: list, size: int) -> list:

@@ -2,7 +2,7 @@
 function of the world, a list of fixed participant blocks and small context,
 so it can run on any worker in any order and give the same bytes.
 
-Stages (in data-flow order, no stage importing a later one):
+Tasks (in data-flow order):
   core      population + genotypes (written to the genotype store) + molecule moments
   omics     standardised proteomics / transcriptomics / metabolomics partitions
   assemble  partitions -> one Parquet file per table (one row group per 10 blocks)
@@ -12,48 +12,24 @@ from __future__ import annotations
 import hashlib
 import io
 import posixpath
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .modalities import molecules
-from .modalities.cohort import special_raw
-from .modalities.population import population_block
-from .outputs import Output
-from .timing import StageTimer
+from ..modalities import molecules
+from ..modalities.cohort import special_raw
+from ..modalities.population import population_block
+from ..outputs import Output
+from .partitions import Partitions
+from .progress import StageTimer
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
 
 OMICS_TABLES = ("proteomics", "transcriptomics", "metabolomics", "proteomics_visit2")
 
 
-class Partitions:
-    """Work partitions in the manner of bio2zarr: each is written under a ``.wip``
-    name and renamed when complete, then a SHA-256 sidecar is written the same
-    way.  A rerun of the same config reuses a partition only when its bytes match
-    its sidecar, so a partition cut short by a crash is recomputed."""
-
-    def __init__(self, output: Output, stage: str):
-        self.output = output
-        self.root = posixpath.join(output.work, stage)
-
-    def path(self, key) -> str:
-        return posixpath.join(self.root, f"p{key}" if not isinstance(key, int) else f"p{key:05d}")
-
-    def load(self, key) -> bytes | None:
-        path = self.path(key)
-        fs = self.output.fs
-        if not (fs.exists(path) and fs.exists(path + ".sha256")):
-            return None
-        data = self.output.read_bytes(path)
-        want = self.output.read_bytes(path + ".sha256").decode().strip()
-        return data if hashlib.sha256(data).hexdigest() == want else None
-
-    def save(self, key, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        self.output.write_bytes(self.path(key), data)
-        self.output.write_bytes(self.path(key) + ".sha256", digest.encode())
-        return digest
-
-
-def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> list:
+def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str) -> list:
     """Population, haplotypes (written to the genotype store) and the per-block
     records the population stage needs; finished blocks of an interrupted build
     are reused from their work partitions."""
@@ -78,7 +54,7 @@ def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> lis
         if geno_url is not None:
             from kernels.genotypes import to_variant_major
 
-            from .writers.release import genozarr
+            from ..writers.release import genozarr
 
             lo, _ = world.block_range(b)
             genozarr.write_sample_block(geno_url, lo, to_variant_major(hap))
@@ -117,7 +93,7 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: str, geno_url: str | None = None) -> dict:
+def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out_url: str, geno_url: str | None = None) -> dict:
     """Standardised molecular tables for each block, saved as work partitions.
 
     ``shared`` holds the population moments; ``per_block[b]`` the block's special
@@ -137,7 +113,7 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
         if geno_url is not None:
             # the core stage wrote these calls already: reading them back is ~10x
             # cheaper than simulating the chains again
-            from .genotypes_io import read_sample_dosage
+            from ..genotypes_io import read_sample_dosage
 
             lo, hi = world.block_range(b)
             dosage = read_sample_dosage(geno_url, lo, hi)
@@ -182,7 +158,7 @@ def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, col
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .writers.release.parquet import writer_options
+    from ..writers.parquet import writer_options
 
     output = Output(out_url, world_id)
     timer = StageTimer()
@@ -221,34 +197,3 @@ def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, col
             h.update(chunk)
     timer.lap("parquet_assemble")
     return {"table": table, "sha256": h.hexdigest(), "timing": timer.stats}
-
-
-def block_groups(world, chunk_blocks: int) -> list:
-    ids = list(range(world.n_blocks))
-    return [ids[i:i + chunk_blocks] for i in range(0, len(ids), chunk_blocks)]
-
-
-def warm_up() -> bool:
-    """Load (or compile) the Numba kernels in this process, so the first real task
-    of a fresh worker does not pay for it.  Returns True once done."""
-    from kernels import genotypes, linalg, omics, vcf_encode  # noqa: F401
-
-    rho = np.zeros(4)
-    genotypes.simulate_haplotypes(np.uint64(1), 2, rho, np.zeros(4))
-    genotypes.to_variant_major(np.zeros((2, 2, 4), dtype=np.int8))
-    linalg.dot(np.ones((2, 2)), np.ones((2, 2)))
-    d = np.zeros((2, 4), dtype=np.int8)
-    out = np.empty((2, 3))
-    omics.molecule_bio(d, np.full(4, 0.5), np.ones(4), np.zeros(3, np.int64), np.ones(3), np.full(3, -1, np.int64), 0.1,
-                       np.ones((2, 2)), np.ones((3, 2)), np.ones((2, 3)), 0.8, out)
-    omics.mix_transcripts(out, out, np.full(3, 0.5), np.ones((2, 1)), np.ones((3, 1)), np.empty((2, 3)))
-    calls = np.zeros((1, 1, 2, 2), dtype=np.int8)
-    offsets = np.array([0, 2], dtype=np.int64)
-    vcf_encode.vcf_record_ends(offsets, 2, 2)
-    vcf_encode.format_and_deflate_vcf_chunk(np.array([71, 84], dtype=np.uint8), offsets, calls, 2,
-                                            np.empty(16, dtype=np.uint8), 0xFF00)
-    from .imaging.writer import npz_bytes
-
-    # both member kinds of an image file (8-bit cine, float32 T1 map)
-    npz_bytes({"cine": np.zeros((1, 2, 4, 4), np.uint8), "t1map": np.zeros((1, 4, 4), np.float32)})
-    return True
