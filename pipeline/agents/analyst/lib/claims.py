@@ -1,0 +1,487 @@
+"""From evidence to claims, experiments and the submission.
+
+Thresholds are statistical conventions, not properties of any world:
+* an instrument is usable when its first-stage F > 10 (Staiger-Stock);
+* a proteome-wide screen flags a protein at Bonferroni 0.05 over the proteins,
+  against the empirical null of the screen's z-scores;
+* MR is significant at Bonferroni 0.05 over the distinct usable instruments;
+* follow-up tests on a short list use Bonferroni 0.05 over that list;
+* "no effect" of an instrument means not even nominally significant (p > 0.05)
+  while the instrument had the power to see the observational association.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+
+from . import evidence
+from .data import nuisance_design
+from .stats import outliers, pvalue, zcrit, zs
+
+F_MIN = 10.0
+ALPHA = 0.05
+
+
+def empty_claims() -> dict:
+    return {"nominated": [], "directions": {}, "outcome_alignment": {}, "rejected": [], "abstentions": [],
+            "confidence": 0.0}
+
+
+def write_submission(work: str, claims: dict) -> None:
+    public = {k: v for k, v in claims.items() if not k.startswith("_")}
+    tmp = os.path.join(work, "submission.json.tmp")
+    with open(tmp, "w") as handle:
+        json.dump(public, handle, indent=2, sort_keys=True)
+    os.replace(tmp, os.path.join(work, "submission.json"))
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def _genotype_matrix(ctx, cov_index):
+    geno = ctx["load_genotypes"]()
+    geno.index = geno.index.astype(str)
+    rows = geno.index.get_indexer(cov_index)
+    G = geno.to_numpy()
+    return G[rows] if not (rows == np.arange(len(rows))).all() else G
+
+
+def analyse(ctx, store) -> dict:
+    cov = store.read_frame("covariates.parquet")
+    out = store.read_frame("outcomes.parquet").reindex(cov.index)
+    pheno = store.read_frame("phenotype.parquet").reindex(cov.index)
+    P = store.read_array("proteins.npy")
+    proteins = store.read_json("proteins.json")
+    variant_ids = store.read_json("variant_ids.json")
+    with np.load(store.path("scan_state.npz")) as z:
+        scan = {k: z[k] for k in z.files}
+    ectx = {"cov": cov, "out": out, "pheno": pheno, "P": P, "proteins": proteins, "scan": scan,
+            "variant_ids": variant_ids}
+    table = evidence.protein_table(ectx)
+    n, p = P.shape
+    G = _genotype_matrix(ctx, cov.index)
+    y = zs(pheno["phenotype"].to_numpy())
+    D = nuisance_design(cov, cov.index)
+
+    # Screens against the empirical null.
+    for col in ("z_obs", "z_crude", "z_participation", "z_late_event_beyond", "z_hf_beyond", "z_early_event_beyond",
+                "z_event_beyond", "z_v2_beyond", "z_imaging"):
+        if col in table:
+            table[col + "_e"], table[col + "_flag"] = outliers(table[col].to_numpy())
+    strong = table["F"] > F_MIN
+    n_instr = max(int(table.loc[strong, "lead"].nunique()), 1)
+    z_mr = zcrit(ALPHA / n_instr)
+    table["mr_sig"] = strong & (table["mr_z"].abs() > z_mr)
+    notes = {"n": int(n), "proteins": int(p), "instruments": n_instr, "z_mr": z_mr,
+             "z_screen": zcrit(ALPHA / p), "hub_threshold": int(ectx["hub_threshold"]),
+             "hubs": [variant_ids[v] for v in ectx["hubs"]]}
+
+    # Loci of the MR-significant proteins: which usable instruments tag the same signal.
+    mr_sig = list(table.index[table["mr_sig"]])
+    groups = evidence.locus_groups(table, G, mr_sig, F_MIN)
+    table["locus"] = ""
+    table["locus_members"] = ""
+    for prot, members in groups.items():
+        table.at[prot, "locus"] = table.at[prot, "lead_id"]
+        table.at[prot, "locus_members"] = ",".join(m for m in members if m != prot)
+
+    # Instrument direct effect (exclusion restriction) for the MR-significant proteins.
+    k = max(len(mr_sig), 1)
+    z_direct = zcrit(ALPHA / k)
+    table["z_direct"] = np.nan
+    table["direct_share"] = np.nan
+    for prot in mr_sig:
+        j = proteins.index(prot)
+        g = G[:, int(table.at[prot, "lead"])].astype(float)
+        g = np.where(g < 0, np.nan, g)
+        g = np.where(np.isnan(g), np.nanmean(g), g)
+        zd, b_direct, b_total = evidence.direct_effect(y, g, P[:, j].astype(float), D)
+        table.at[prot, "z_direct"] = zd
+        table.at[prot, "direct_share"] = b_direct / b_total if b_total else np.nan
+
+    # Reverse-direction MR for the proteins that stand out observationally.
+    gw_z = scan["gwas"][:, 0].astype(float) * math.sqrt(n - 2)
+    z_hit = zcrit(ALPHA / len(variant_ids))
+    lead_of = {q: int(table.at[q, "lead"]) for q in table.index}
+    rev, rev_variants = evidence.reverse_mr(P, G, table, gw_z, lead_of, z_hit)
+    table["z_reverse_mr"] = rev
+    notes["reverse_mr_instruments"] = [variant_ids[v] for v in rev_variants]
+    del G
+
+    result = classify(table, notes)
+    store.write_frame("evidence_full.parquet", table)
+    store.write_json("analysis.json", {"notes": notes, "result": result})
+    claims = claims_from(result, table, {})
+    claims["_result"] = result
+    store.write_json("claims.json", claims)
+    write_submission(ctx["WORK"], claims)
+    return result
+
+
+def classify(table: pd.DataFrame, notes: dict) -> dict:
+    """Roles the evidence supports, each with its reason."""
+    zs_ = notes["z_screen"]
+    strong = table["F"] > F_MIN
+    verdict: dict = {}
+
+    def put(prot, label, reason, **extra):
+        if prot not in verdict:
+            verdict[prot] = {"label": label, "reason": reason, **extra}
+
+    # 1. MR-significant proteins: shared loci, pleiotropic instruments, discordant outcomes, drivers.
+    mr_sig = table.index[table["mr_sig"]]
+    k = max(len(mr_sig), 1)
+    z_k = zcrit(ALPHA / k)
+    shared_sets = []
+    for prot in mr_sig:
+        members = [m for m in table.at[prot, "locus_members"].split(",") if m]
+        if members:
+            group = sorted(set([prot] + members))
+            if group not in shared_sets:
+                shared_sets.append(group)
+    in_shared = {m for g in shared_sets for m in g}
+    for prot in mr_sig:
+        row = table.loc[prot]
+        direction = "inhibit" if row["mr"] > 0 else "activate"
+        if prot in in_shared:
+            put(prot, "shared_locus", f"its lead variant {row['lead_id']} also instruments "
+                f"{table.at[prot, 'locus_members']}: genetics cannot say which protein carries the effect",
+                direction=direction)
+            continue
+        if abs(row["z_direct"]) > z_k and abs(row["z_obs_vs_mr"]) > z_k:
+            put(prot, "pleiotropy", f"instrument {row['lead_id']} moves disease with the protein held fixed "
+                f"(direct-effect z {row['z_direct']:.1f}; observational r {row['r_obs']:.3f} vs MR {row['mr']:.3f})")
+            continue
+        if "mr_event_z" in row and abs(row["mr_event_z"]) > z_k and np.sign(row["mr_event_z"]) != np.sign(row["mr_z"]):
+            put(prot, "discordant", f"genetically raising it changes severity and cardiac events in opposite "
+                f"directions (MR z {row['mr_z']:.1f} vs events {row['mr_event_z']:.1f}): a marker, not a target",
+                direction=direction)
+            continue
+        put(prot, "driver", f"MR {row['mr']:.3f} (SE {row['mr_se']:.3f}, z {row['mr_z']:.1f}, F {row['F']:.0f}); "
+            f"no direct instrument effect (z {row['z_direct']:.1f}); observational r {row['r_obs']:.3f}",
+            direction=direction)
+
+    # 2. Site artefact: one centre on another scale.
+    if "z_site" in table:
+        site = table.index[table["z_site"] > zs_]
+        for prot in site:
+            row = table.loc[prot]
+            put(prot, "measurement_artifact", f"its spread differs between assessment centres (Bartlett z "
+                f"{row['z_site']:.1f}): one site measures it on another scale; association r {row['r_obs']:.3f} "
+                f"pooled vs {row.get('r_within_centre', np.nan):.3f} within centres")
+
+    # 3. Delayed effects: later disease beyond baseline severity.
+    late_cols = [c for c in ("z_hf_beyond", "z_v2_beyond") if c in table]
+    late = np.zeros(len(table))
+    for c in late_cols:
+        late = late + table[c].fillna(0).to_numpy()
+    table["z_late_combined"] = late / math.sqrt(max(len(late_cols), 1))
+    table["z_late_combined_e"], table["z_late_combined_flag"] = outliers(table["z_late_combined"].to_numpy())
+    delayed = table.index[table["z_late_combined_flag"] & (table["z_late_combined_e"] > 0)]
+
+    # 4. Observational standouts without genetic support.
+    obs_flag = table["z_obs_flag"]
+    k_obs = max(int(obs_flag.sum()), 1)
+    z_ko = zcrit(ALPHA / k_obs)
+    for prot in table.index[obs_flag]:
+        row = table.loc[prot]
+        if prot in verdict:
+            continue
+        genetic_null = strong[prot] and row["mr_p"] > ALPHA and abs(row["z_obs_vs_mr"]) > z_ko
+        if not genetic_null:
+            put(prot, "unresolved", f"observational r {row['r_obs']:.3f} (z {row['z_obs']:.1f}) but the instrument "
+                f"is weak or inconclusive (F {row['F']:.0f}, MR z {row['mr_z']:.1f})")
+            continue
+        if prot in delayed:
+            put(prot, "late_marker", f"strong association (r {row['r_obs']:.3f}) with no genetic support, and it "
+                f"tracks later disease beyond baseline severity (z {row['z_late_combined']:.1f})")
+            continue
+        put(prot, "reverse_causation", f"association r {row['r_obs']:.3f} (z {row['z_obs']:.1f}) but its instrument "
+            f"(F {row['F']:.0f}) shows none (MR {row['mr']:.3f}, SE {row['mr_se']:.3f}); reverse-MR z "
+            f"{row['z_reverse_mr']:.1f}")
+
+    # 5. Confounding: crude standouts that adjustment removes.
+    crude_flag = table["z_crude_flag"] & (table["obs_p"] > ALPHA)
+    for prot in table.index[crude_flag]:
+        row = table.loc[prot]
+        if prot in verdict:
+            continue
+        if strong[prot] and row["mr_p"] <= ALPHA:
+            continue
+        put(prot, "confounding", f"crude association r {row['r_crude']:.3f} (z {row['z_crude']:.1f}) vanishes after "
+            f"adjusting for age, sex, BMI, smoking, activity and ancestry (r {row['r_obs']:.3f}); no genetic effect")
+
+    # 6. Selection into imaging: drives participation, unrelated to disease outside the imaged.
+    if "z_participation" in table:
+        part = table["z_participation_flag"]
+        for prot in table.index[part]:
+            row = table.loc[prot]
+            if prot in verdict:
+                continue
+            unrelated = pvalue(row["z_nonimaging"]) > ALPHA and (not strong[prot] or row["mr_p"] > ALPHA)
+            collider = np.sign(row["z_imaging"]) == -np.sign(row["z_participation"]) and pvalue(row["z_imaging"]) < ALPHA
+            if unrelated and collider:
+                put(prot, "selection", f"it predicts who was imaged (z {row['z_participation']:.1f}) and is unrelated "
+                    f"to disease outside imaging (z {row['z_nonimaging']:.1f}), so its association among the imaged "
+                    f"(z {row['z_imaging']:.1f}) is collider bias")
+
+    # 7. Delayed-effect candidates not explained above.
+    for prot in delayed:
+        row = table.loc[prot]
+        if prot in verdict:
+            continue
+        put(prot, "delayed_candidate", f"associated with later disease beyond baseline severity (z "
+            f"{row['z_late_combined']:.1f}) while weakly associated at baseline (r {row['r_obs']:.3f})",
+            direction="inhibit" if row["z_late_combined"] > 0 and row["r_obs"] >= 0 else "unknown")
+
+    # Ambiguous sets for experiments and abstentions.
+    pairs = [{"kind": "shared_locus", "members": g} for g in shared_sets]
+    late_markers = [q for q, v in verdict.items() if v["label"] == "late_marker"]
+    delayed_cands = [q for q, v in verdict.items() if v["label"] == "delayed_candidate"]
+    if delayed_cands:
+        pairs.append({"kind": "delayed", "members": (delayed_cands + late_markers)[:5],
+                      "candidates": delayed_cands})
+    return {"verdict": verdict, "pairs": pairs}
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
+    """The submission implied by the verdicts and the experiments' findings."""
+    verdict = result["verdict"]
+    claims = empty_claims()
+    mech = {"confounding", "reverse_causation", "selection", "pleiotropy", "measurement_artifact"}
+    resolved = set()
+    for pair in result["pairs"]:
+        tested = {m: findings[m] for m in pair["members"] if m in findings}
+        hits = [m for m, f in tested.items() if f["effect"]]
+        if hits:
+            for m in hits:
+                f = tested[m]
+                if f["alignment"] != "misaligned":
+                    claims["nominated"].append(m)
+                    claims["directions"][m] = f["direction"]
+                    claims["outcome_alignment"][m] = f["alignment"]
+            resolved.update(pair["members"])
+        elif len(tested) == len(pair["members"]):
+            resolved.update(pair["members"])  # every member tested without effect
+        else:
+            untested = [m for m in pair["members"] if m not in tested]
+            if len(untested) >= 2 or (len(untested) == 1 and not tested):
+                claims["abstentions"].append({"molecules": untested[:5], "reason": _pair_reason(pair)})
+            elif len(untested) == 1:
+                # The tested members showed nothing: by elimination the signal is the last one's.
+                m = untested[0]
+                claims["nominated"].append(m)
+                claims["directions"][m] = verdict.get(m, {}).get("direction", "unknown")
+                claims["outcome_alignment"][m] = "unknown"
+            resolved.update(pair["members"])
+    for prot, v in verdict.items():
+        if prot in resolved:
+            continue
+        f = findings.get(prot)
+        if v["label"] == "driver":
+            if f is not None and not f["effect"]:
+                continue  # the experiment overrules the genetics
+            if f is not None and f["alignment"] == "misaligned":
+                continue
+            claims["nominated"].append(prot)
+            claims["directions"][prot] = f["direction"] if f is not None else v["direction"]
+            claims["outcome_alignment"][prot] = f["alignment"] if f is not None else "unknown"
+        elif v["label"] in mech:
+            if f is not None and f["effect"]:
+                if f["alignment"] != "misaligned":
+                    claims["nominated"].append(prot)
+                    claims["directions"][prot] = f["direction"]
+                    claims["outcome_alignment"][prot] = f["alignment"]
+                continue
+            claims["rejected"].append({"molecule": prot, "mechanism": v["label"], "reason": v["reason"]})
+        elif f is not None and f["effect"] and f["alignment"] != "misaligned" and v["label"] in ("unresolved",
+                                                                                                "delayed_candidate"):
+            claims["nominated"].append(prot)
+            claims["directions"][prot] = f["direction"]
+            claims["outcome_alignment"][prot] = f["alignment"]
+    n_claims = len(claims["nominated"]) + len(claims["rejected"])
+    claims["confidence"] = round(0.5 + 0.4 * min(1.0, len(findings) / max(n_claims, 1)), 2) if n_claims else 0.5
+    return claims
+
+
+def _pair_reason(pair) -> str:
+    if pair["kind"] == "shared_locus":
+        return "one lead variant instruments all of them; genetics cannot tell which protein carries the effect"
+    return ("later disease tracks them beyond baseline severity; a delayed causal effect and a marker of the "
+            "late disease look alike without an experiment")
+
+
+# ----------------------------------------------------------------------------- experiments
+
+
+def read_finding(payload: dict) -> dict | None:
+    """Direction and alignment from one delivered experiment; None if unusable.
+
+    The protein is lowered.  cavity_r rises with severity (the prompt says so for
+    every world), ejection fraction falls with it.  An effect is a change of the
+    two severity readouts in opposite directions; lowering that worsens severity
+    means a drug should activate the protein, improving means inhibit.  Outcome
+    alignment needs survival (knockdown): survival moving with the severity
+    readouts (better when severity falls) is aligned, against them misaligned.
+    """
+    if not isinstance(payload, dict) or payload.get("status") != "ok":
+        return None
+    d = payload.get("delta") or {}
+    cav, ef, surv = d.get("cavity_r"), d.get("ef"), d.get("surv5y")
+    if not isinstance(cav, (int, float)):
+        return None
+    coherent = isinstance(ef, (int, float)) and cav * ef < 0
+    finding = {"kind": payload.get("action"), "cavity_r": cav, "ef": ef, "surv5y": surv,
+               "wall_t": d.get("wall_t"), "coherent": bool(coherent)}
+    finding["direction"] = "activate" if cav > 0 else "inhibit"
+    if isinstance(surv, (int, float)) and surv != 0 and cav != 0:
+        finding["alignment"] = "aligned" if surv * cav < 0 else "misaligned"
+    else:
+        finding["alignment"] = "unknown"
+    return finding
+
+
+def judge_findings(findings: dict) -> dict:
+    """Mark each finding as an effect or not.
+
+    A knockdown is a clean read (no assay noise): a coherent non-zero change is
+    an effect.  A cell perturbation is noisy: its change counts only if coherent
+    and at least a quarter of the largest coherent change among the episode's
+    experiments, so that a null protein's assay noise (small against any real
+    effect) is not read as one.
+    """
+    coherent = [abs(f["cavity_r"]) for f in findings.values() if f["coherent"]]
+    largest = max(coherent) if coherent else 0.0
+    for f in findings.values():
+        if f["kind"] == "knockdown":
+            f["effect"] = bool(f["coherent"] and abs(f["cavity_r"]) > 0 and abs(f["cavity_r"]) >= 0.25 * largest)
+        else:
+            f["effect"] = bool(f["coherent"] and largest > 0 and abs(f["cavity_r"]) >= 0.25 * largest)
+    return findings
+
+
+def load_findings(work: str) -> dict:
+    folder = os.path.join(work, "experiments")
+    findings = {}
+    if not os.path.isdir(folder):
+        return findings
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(folder, name)) as handle:
+                payload = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        f = read_finding(payload)
+        if f is None:
+            continue
+        prot = payload.get("protein") or name.split(".")[0]
+        # A knockdown supersedes a cell read of the same protein (clean, late, with survival).
+        if prot not in findings or f["kind"] == "knockdown":
+            findings[prot] = f
+    return judge_findings(findings)
+
+
+def next_requests(result: dict, findings: dict, requested: list, budget: float, costs: dict) -> list:
+    """The experiments to buy now, most informative first.
+
+    1. Ambiguous sets (observation cannot separate the members): one member at a
+       time until one shows an effect - cell perturbations for a shared locus (the
+       effect is there at baseline), knockdowns for a delayed pair (only they read
+       late effects).  The cost of testing every remaining member is reserved.
+    2. Standouts whose instrument is weak or inconclusive: a cell perturbation says
+       whether lowering them changes disease at all.
+    3. MR-supported drivers and discordant markers: a knockdown for direction and
+       survival, while the budget lasts above the reserve.
+    """
+    cell, kd = float(costs.get("cell_perturbation", 150000)), float(costs.get("knockdown", 400000))
+    price = {"cell_perturbation": cell, "knockdown": kd}
+    bought = {p for _, p in requested}
+    pending = {p for _, p in requested if p not in findings}
+    plan = []
+    left = float(budget)
+    reserve = 0.0
+    for pair in result["pairs"]:
+        members = pair["members"]
+        kind = "knockdown" if pair["kind"] == "delayed" else "cell_perturbation"
+        if any(findings.get(m, {}).get("effect") for m in members):
+            continue
+        order = pair.get("candidates", []) + [m for m in members if m not in pair.get("candidates", [])]
+        untested = [m for m in order if m not in bought]
+        waiting = any(m in pending for m in members)
+        if not waiting and untested and price[kind] <= left:
+            plan.append((kind, untested[0]))
+            bought.add(untested[0])
+            left -= price[kind]
+            untested = untested[1:]
+        # Keep enough to test the rest should this member show nothing (the last one needs
+        # no test: it is the signal's by elimination, but an experiment on it is its proof).
+        reserve += price[kind] * len(untested)
+    verdict = result["verdict"]
+    for labels, kinds in ((("unresolved",), ("cell_perturbation",)),
+                          (("driver", "discordant"), ("knockdown", "cell_perturbation"))):
+        for prot, v in verdict.items():
+            if v["label"] not in labels or prot in bought:
+                continue
+            for kind in kinds:
+                if price[kind] <= left - reserve:
+                    plan.append((kind, prot))
+                    bought.add(prot)
+                    left -= price[kind]
+                    break
+    return plan
+
+
+def plan_and_request(ctx, store, result: dict) -> None:
+    findings = load_findings(ctx["WORK"])
+    requested = [tuple(x) for x in store.state.get("requested", [])]
+    budget = float(ctx.get("budget_remaining") or 0)
+    plan = next_requests(result, findings, requested, budget, ctx.get("costs") or {})
+    for kind, prot in plan:
+        ctx["request_experiment"](kind, prot)
+        print(f"requested {kind} on {prot}")
+    store.state["requested"] = [list(x) for x in requested + plan]
+    store.state["pending"] = [p for _, p in plan]
+    store.save_state()
+
+
+def follow_up(ctx, store) -> bool:
+    """Read delivered results, revise the claims, buy what is still needed; True when done."""
+    analysis = store.read_json("analysis.json")
+    result = analysis["result"]
+    table = store.read_frame("evidence_full.parquet")
+    findings = load_findings(ctx["WORK"])
+    for prot, f in findings.items():
+        print(f"experiment {f['kind']} on {prot}: cavity_r {f['cavity_r']:+.4f}, ef {f['ef']}, surv5y {f['surv5y']} "
+              f"-> {'effect' if f['effect'] else 'no effect'}, {f['direction']}, {f['alignment']}")
+    claims = claims_from(result, table, findings)
+    store.write_json("claims.json", claims)
+    write_submission(ctx["WORK"], claims)
+    store.write_json("findings.json", findings)
+    requested = [tuple(x) for x in store.state.get("requested", [])]
+    budget = float(ctx.get("budget_remaining") or 0)
+    plan = next_requests(result, findings, requested, budget, ctx.get("costs") or {})
+    for kind, prot in plan:
+        ctx["request_experiment"](kind, prot)
+        print(f"requested {kind} on {prot}")
+    store.state["requested"] = [list(x) for x in requested + plan]
+    store.save_state()
+    return not plan
+
+
+def finalise(ctx, store) -> None:
+    analysis = store.read_json("analysis.json")
+    table = store.read_frame("evidence_full.parquet")
+    findings = load_findings(ctx["WORK"])
+    claims = claims_from(analysis["result"], table, findings)
+    store.write_json("claims.json", claims)
+    store.write_json("findings.json", findings)
+    write_submission(ctx["WORK"], claims)

@@ -1,0 +1,255 @@
+"""Per-protein evidence: observational associations (crude, adjusted, within centre,
+in the imaged sub-cohort, with imaging participation, with later disease and with
+events beyond severity), Mendelian randomisation on several outcomes, and the
+checks that only candidates need (instrument direct effect, locus sharing,
+reverse-direction MR).
+
+Every statistic is in standardised units with its z; thresholds are applied in
+``claims``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .data import nuisance_design
+from .stats import corr_columns, empirical_null, partial_columns, pvalue, zcrit, zs
+
+# Outcome columns whose genome-wide associations the scan computes.
+GWAS_OUTCOMES = ("phenotype", "crude", "nonimaging", "event", "early_event", "late_event", "hf_incident")
+
+
+def outcome_matrix(pheno: pd.DataFrame, out: pd.DataFrame) -> np.ndarray:
+    """[n, len(GWAS_OUTCOMES)] standardised outcome columns (missing at the mean)."""
+    cols = []
+    for name in GWAS_OUTCOMES:
+        if name in pheno:
+            v = pheno[name].to_numpy(dtype=float)
+        elif name == "late_event":
+            v = np.where(out["late_at_risk"].to_numpy() > 0, out["late_event"].to_numpy(dtype=float), np.nan)
+        elif name == "hf_incident" and "hf_incident" in out:
+            v = np.where(out["hf_prevalent"].to_numpy() > 0, np.nan, out["hf_incident"].to_numpy(dtype=float))
+        elif name in out:
+            v = out[name].to_numpy(dtype=float)
+        else:
+            v = np.zeros(len(out))
+        cols.append(zs(v))
+    return np.column_stack(cols).astype(np.float32)
+
+
+def site_heterogeneity(P: np.ndarray, centre: np.ndarray):
+    """Bartlett's statistic for equal variances across centres, per protein, and its z.
+
+    A site whose assay runs on another scale multiplies that protein's spread
+    there; biology does not (centre composition shifts means a little, not SDs).
+    """
+    from scipy import stats
+
+    levels = [c for c in np.unique(centre) if (centre == c).sum() > 10]
+    k = len(levels)
+    if k < 2:
+        return np.zeros(P.shape[1]), np.zeros(P.shape[1])
+    ns, variances = [], []
+    for c in levels:
+        m = centre == c
+        ns.append(m.sum())
+        variances.append(np.nanvar(P[m], axis=0, ddof=1))
+    ns = np.array(ns, dtype=float)[:, None]
+    variances = np.maximum(np.array(variances), 1e-12)
+    N = ns.sum()
+    pooled = ((ns - 1) * variances).sum(axis=0) / (N - k)
+    stat = ((N - k) * np.log(pooled) - ((ns - 1) * np.log(variances)).sum(axis=0))
+    stat /= 1 + (1 / (3 * (k - 1))) * ((1 / (ns - 1)).sum() - 1 / (N - k))
+    p = stats.chi2.sf(stat, k - 1)
+    z = stats.norm.isf(np.clip(p, 1e-300, 1) / 2)
+    return stat, z
+
+
+def within_centre(P: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    out = np.empty_like(P)
+    for c in np.unique(centre):
+        m = centre == c
+        block = P[m]
+        mean = np.nanmean(block, axis=0)
+        sd = np.nanstd(block, axis=0)
+        sd[sd == 0] = 1
+        out[m] = (block - mean) / sd
+    out[~np.isfinite(out)] = 0
+    return out
+
+
+def protein_table(ctx: dict) -> pd.DataFrame:
+    """The proteome-wide table.  ``ctx`` holds: cov, out, pheno (DataFrame), P (standardised
+    float32 [n, p]), proteins (ids), scan (dict), variant_ids, P_v2 (visit-2 frame or None)."""
+    cov, out, pheno, P = ctx["cov"], ctx["out"], ctx["pheno"], ctx["P"]
+    n, p = P.shape
+    index = cov.index
+    table = pd.DataFrame(index=ctx["proteins"])
+    y = zs(pheno["phenotype"].to_numpy())
+    crude = zs(pheno["crude"].to_numpy())
+    D = nuisance_design(cov, index)
+    Dc = nuisance_design(cov, index, with_centre=True)
+
+    # -- observational
+    table["r_obs"], table["z_obs"] = corr_columns(P, y)
+    table["r_crude"], table["z_crude"] = corr_columns(P, crude)
+    _, table["z_crude_adj"] = partial_columns(P, crude, D)
+    if "centre" in cov:
+        centre = cov["centre"].fillna(-1).to_numpy()
+        Pw = within_centre(P, centre)
+        table["r_within_centre"], table["z_within_centre"] = corr_columns(Pw, y)
+        table["site_stat"], table["z_site"] = site_heterogeneity(P, centre)
+        del Pw
+    # imaging sub-cohort and participation
+    imaged = cov["imaged"].to_numpy() if "imaged" in cov else np.zeros(n, bool)
+    if imaged.sum() > 50 and pheno["imaging_score"].notna().sum() > 50:
+        s_im = pheno["imaging_score"].to_numpy()
+        m = imaged & np.isfinite(s_im)
+        table["r_imaging"], table["z_imaging"] = corr_columns(P, s_im, m)
+        table["r_nonimaging"], table["z_nonimaging"] = corr_columns(P, zs(pheno["nonimaging"].to_numpy()))
+        _, table["z_participation"] = partial_columns(P, imaged.astype(float), np.column_stack([Dc, y]))
+    # outcomes beyond severity: events early (years 0-5), late (after the landmark), incident disease
+    adj = np.column_stack([D, y, crude])
+    for name, mask in (("early_event", None), ("late_event", out["late_at_risk"].to_numpy() > 0),
+                       ("event", None)):
+        v = out[name].to_numpy(dtype=float)
+        _, table[f"z_{name}_beyond"] = partial_columns(P, v, adj, mask)
+    table["r_event"], table["z_event"] = corr_columns(P, out["event"].to_numpy(dtype=float))
+    if "hf_incident" in out:
+        m = out["hf_prevalent"].to_numpy() == 0
+        v = out["hf_incident"].to_numpy(dtype=float)
+        _, table["z_hf_beyond"] = partial_columns(P, v, adj, m)
+        table["r_hf_incident"], table["z_hf_incident"] = corr_columns(P, v, m)
+    if "imaging_v2" in pheno and pheno["imaging_v2"].notna().sum() > 50:
+        v2 = pheno["imaging_v2"].to_numpy()
+        m = np.isfinite(v2) & np.isfinite(pheno["imaging_score"].to_numpy())
+        base = np.nan_to_num(pheno["imaging_score"].to_numpy())
+        _, table["z_v2_beyond"] = partial_columns(P, v2, np.column_stack([D, base, y]), m)
+        table["r_v2"], table["z_v2"] = corr_columns(P, v2, m)
+
+    # -- genetics
+    scan = ctx["scan"]
+    hits = scan["hits"]
+    from .genetics import hub_threshold
+
+    hub = hub_threshold(hits)
+    is_hub = hits >= hub
+    top_idx, top_r = scan["top_idx"], scan["top_r"]
+    lead = np.full(p, -1)
+    r_gp = np.zeros(p)
+    lead_is_hub = np.zeros(p, bool)
+    for j in range(p):
+        lead_is_hub[j] = is_hub[top_idx[0, j]]
+        for k in range(top_idx.shape[0]):
+            if not is_hub[top_idx[k, j]]:
+                lead[j], r_gp[j] = top_idx[k, j], top_r[k, j]
+                break
+    table["lead"] = lead
+    table["lead_id"] = [ctx["variant_ids"][v] if v >= 0 else "" for v in lead]
+    table["trans_hub_lead"] = lead_is_hub
+    table["r_gp"] = r_gp
+    table["F"] = r_gp ** 2 * (n - 2) / np.clip(1 - r_gp ** 2, 1e-12, None)
+    gw = scan["gwas"]  # [V, outcomes]
+    safe = np.where(lead >= 0, lead, 0)
+    r_gp_safe = np.where(np.abs(r_gp) > 1e-6, r_gp, np.nan)
+    se_gp = np.sqrt(np.clip(1 - r_gp ** 2, 1e-12, None) / (n - 2))
+    for k, name in enumerate(GWAS_OUTCOMES):
+        r_gy = gw[safe, k].astype(float)
+        se_gy = np.sqrt(np.clip(1 - r_gy ** 2, 1e-12, None) / (n - 2))
+        key = "mr" if name == "phenotype" else f"mr_{name}"
+        table[f"{key}_z"] = r_gy / se_gy
+        table[key] = r_gy / r_gp_safe
+        table[f"{key}_se"] = np.sqrt(se_gy ** 2 / r_gp_safe ** 2 + r_gy ** 2 * se_gp ** 2 / r_gp_safe ** 4)
+    table["mr_p"] = pvalue(table["mr_z"])
+    table["obs_p"] = pvalue(table["z_obs"])
+    # Hausman-type contrast: does the observational association agree with the genetic estimate?
+    se_obs = 1 / math.sqrt(n)
+    table["z_obs_vs_mr"] = (table["r_obs"] - table["mr"]) / np.sqrt(table["mr_se"] ** 2 + se_obs ** 2)
+    ctx["hub_threshold"] = hub
+    ctx["hubs"] = np.flatnonzero(is_hub)
+    return table
+
+
+def direct_effect(y: np.ndarray, g: np.ndarray, p: np.ndarray, design: np.ndarray):
+    """z of the instrument's effect on y with the exposure held fixed (flexibly: P, P^2, P^3).
+
+    Under the exclusion restriction the instrument reaches y only through the
+    exposure, so this is zero; a pleiotropic instrument has a path of its own.
+    """
+    from .stats import ols
+
+    pz = zs(p)
+    X = np.column_stack([design, pz, pz ** 2, pz ** 3, zs(g)])
+    beta, se = ols(y, X)
+    total_beta, total_se = ols(y, np.column_stack([design, zs(g)]))
+    return float(beta[-1] / se[-1]), float(beta[-1]), float(total_beta[-1])
+
+
+def ld_r(G: np.ndarray, a: int, b: int) -> float:
+    ga, gb = G[:, a].astype(float), G[:, b].astype(float)
+    ga = np.where(ga < 0, np.nan, ga)
+    gb = np.where(gb < 0, np.nan, gb)
+    m = np.isfinite(ga) & np.isfinite(gb)
+    if m.sum() < 10 or ga[m].std() == 0 or gb[m].std() == 0:
+        return 0.0
+    return float(np.corrcoef(ga[m], gb[m])[0, 1])
+
+
+def locus_groups(table: pd.DataFrame, G: np.ndarray, candidates: list, f_min: float, r2_min: float = 0.5):
+    """For each candidate protein, the proteins (strong instruments) whose lead variant is the
+    candidate's or in LD with it (r^2 >= r2_min): colocalising exposures of one signal."""
+    strong = table[table["F"] > f_min]
+    leads = strong["lead"].to_numpy()
+    groups = {}
+    for prot in candidates:
+        v = int(table.at[prot, "lead"])
+        near = strong.index[np.abs(leads - v) <= 60]  # file order is genomic order; LD decays within a few dozen
+        members = []
+        for other in near:
+            w = int(table.at[other, "lead"])
+            r = 1.0 if w == v else ld_r(G, v, w)
+            if r * r >= r2_min:
+                members.append(other)
+        groups[prot] = members
+    return groups
+
+
+def reverse_mr(P: np.ndarray, G: np.ndarray, table: pd.DataFrame, gwas_z: np.ndarray, lead_of: dict,
+               z_hit: float, exclude_r2: float = 0.05):
+    """Reverse-direction MR: does a genetic score for disease predict each protein?
+
+    Instruments: genome-wide significant variants for the phenotype, one per locus
+    (strongest first, others within 60 columns dropped), weighted by their effect.
+    For each protein, variants in LD with its own lead are left out (its own cis
+    effect is not disease).  Returns z of the protein on the score (sign: the score
+    raises disease).
+    """
+    order = np.argsort(-np.abs(gwas_z))
+    chosen = []
+    for v in order:
+        if abs(gwas_z[v]) < z_hit:
+            break
+        if all(abs(int(v) - c) > 60 for c in chosen):
+            chosen.append(int(v))
+    if not chosen:
+        return pd.Series(np.nan, index=table.index), []
+    n = P.shape[0]
+    Gs = np.column_stack([zs(np.where(G[:, v] < 0, np.nan, G[:, v]).astype(float)) for v in chosen])
+    w = np.sign(gwas_z[chosen]) * np.abs(gwas_z[chosen])
+    PG = (P.T @ Gs.astype(np.float32)) / n  # [p, K] correlations
+    z = np.full(len(table), np.nan)
+    for j, prot in enumerate(table.index):
+        v = lead_of.get(prot, -1)
+        keep = np.ones(len(chosen), bool)
+        for k, c in enumerate(chosen):
+            if v >= 0 and abs(c - v) <= 60 and (c == v or ld_r(G, c, v) ** 2 > exclude_r2):
+                keep[k] = False
+        if not keep.any():
+            continue
+        ww = w[keep]
+        score = PG[j, keep] @ ww
+        se = math.sqrt(float(ww @ ww) / n)
+        z[j] = score / se
+    return pd.Series(z, index=table.index), chosen
