@@ -174,14 +174,18 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
                 f"{row['z_site']:.1f}): one site measures it on another scale; association r {row['r_obs']:.3f} "
                 f"pooled vs {row.get('r_within_centre', np.nan):.3f} within centres")
 
-    # 3. Delayed effects: later disease beyond baseline severity.
+    # 3. Delayed effects: later disease (new diagnoses, repeat MRI) beyond baseline severity.
     late_cols = [c for c in ("z_hf_beyond", "z_v2_beyond") if c in table]
     late = np.zeros(len(table))
     for c in late_cols:
         late = late + table[c].fillna(0).to_numpy()
     table["z_late_combined"] = late / math.sqrt(max(len(late_cols), 1))
     table["z_late_combined_e"], table["z_late_combined_flag"] = outliers(table["z_late_combined"].to_numpy())
-    delayed = table.index[table["z_late_combined_flag"] & (table["z_late_combined_e"] > 0)]
+    # A marker that raises event risk beyond severity from the start (a harmful surrogate)
+    # is not a delayed effect: the delayed effect leaves the early years alone.
+    early_ok = pvalue(table["z_early_event_beyond"].fillna(0)) > ALPHA
+    delayed = table.index[table["z_late_combined_flag"]]
+    delayed_quiet_early = set(table.index[table["z_late_combined_flag"] & early_ok])
 
     # 4. Observational standouts without genetic support.
     obs_flag = table["z_obs_flag"]
@@ -204,8 +208,12 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             f"(F {row['F']:.0f}) shows none (MR {row['mr']:.3f}, SE {row['mr_se']:.3f}); reverse-MR z "
             f"{row['z_reverse_mr']:.1f}")
 
-    # 5. Confounding: crude standouts that adjustment removes.
-    crude_flag = table["z_crude_flag"] & (table["obs_p"] > ALPHA)
+    # 5. Confounding: associations that adjustment for measured confounders removes - the
+    # change between the crude and the adjusted estimate stands out from the proteome's.
+    change = table["z_crude"] - table["z_crude_adj"]
+    table["z_change_e"], change_flag = outliers(change.to_numpy())
+    crude_flag = change_flag & (np.sign(change) == np.sign(table["z_crude"])) & (table["obs_p"] > ALPHA) \
+        & (pvalue(table["z_crude"]) < ALPHA)
     for prot in table.index[crude_flag]:
         row = table.loc[prot]
         if prot in verdict:
@@ -232,11 +240,11 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
     # 7. Delayed-effect candidates not explained above.
     for prot in delayed:
         row = table.loc[prot]
-        if prot in verdict:
+        if prot in verdict or prot not in delayed_quiet_early:
             continue
         put(prot, "delayed_candidate", f"associated with later disease beyond baseline severity (z "
             f"{row['z_late_combined']:.1f}) while weakly associated at baseline (r {row['r_obs']:.3f})",
-            direction="inhibit" if row["z_late_combined"] > 0 and row["r_obs"] >= 0 else "unknown")
+            direction="inhibit" if row["z_late_combined"] > 0 else "activate")
 
     # Ambiguous sets for experiments and abstentions.
     pairs = [{"kind": "shared_locus", "members": g} for g in shared_sets]
@@ -272,9 +280,9 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
             resolved.update(pair["members"])  # every member tested without effect
         else:
             untested = [m for m in pair["members"] if m not in tested]
-            if len(untested) >= 2 or (len(untested) == 1 and not tested):
+            if len(untested) >= 2:
                 claims["abstentions"].append({"molecules": untested[:5], "reason": _pair_reason(pair)})
-            elif len(untested) == 1:
+            elif len(untested) == 1 and tested:
                 # The tested members showed nothing: by elimination the signal is the last one's.
                 m = untested[0]
                 claims["nominated"].append(m)
@@ -307,7 +315,8 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
             claims["directions"][prot] = f["direction"]
             claims["outcome_alignment"][prot] = f["alignment"]
     n_claims = len(claims["nominated"]) + len(claims["rejected"])
-    claims["confidence"] = round(0.5 + 0.4 * min(1.0, len(findings) / max(n_claims, 1)), 2) if n_claims else 0.5
+    # Half for the observational case, the rest in proportion to the claims an experiment tested.
+    claims["confidence"] = round(0.5 + 0.5 * min(1.0, len(findings) / max(n_claims, 1)), 2) if n_claims else 0.5
     return claims
 
 
@@ -348,26 +357,30 @@ def read_finding(payload: dict) -> dict | None:
     return finding
 
 
-def judge_findings(findings: dict) -> dict:
+def judge_findings(findings: dict, sets: list | None = None) -> dict:
     """Mark each finding as an effect or not.
 
-    A knockdown is a clean read (no assay noise): a coherent non-zero change is
-    an effect.  A cell perturbation is noisy: its change counts only if coherent
-    and at least a quarter of the largest coherent change among the episode's
-    experiments, so that a null protein's assay noise (small against any real
-    effect) is not read as one.
+    A knockdown is a clean read (no assay noise): a coherent non-zero change is an
+    effect.  Cell perturbations are noisy and are bought only for a whole ambiguous
+    set at once, whose members (at most one of which carries the set's genetic
+    signal) are each other's controls: a member's change counts when it is
+    coherent and at least four times every other member's (the others' changes
+    are the assay's noise at that point).
     """
-    coherent = [abs(f["cavity_r"]) for f in findings.values() if f["coherent"]]
-    largest = max(coherent) if coherent else 0.0
     for f in findings.values():
-        if f["kind"] == "knockdown":
-            f["effect"] = bool(f["coherent"] and abs(f["cavity_r"]) > 0 and abs(f["cavity_r"]) >= 0.25 * largest)
-        else:
-            f["effect"] = bool(f["coherent"] and largest > 0 and abs(f["cavity_r"]) >= 0.25 * largest)
+        f["effect"] = bool(f["coherent"] and f["cavity_r"] != 0) if f["kind"] == "knockdown" else False
+    for members in sets or []:
+        cells = {m: findings[m] for m in members if m in findings and findings[m]["kind"] != "knockdown"}
+        if len(cells) < 2:
+            continue
+        for m, f in cells.items():
+            others = [abs(g["cavity_r"]) for o, g in cells.items() if o != m]
+            f["effect"] = bool(f["coherent"] and abs(f["cavity_r"]) >= 4 * max(others) and f["cavity_r"] != 0)
+        # Two coherent knockdown effects in one set: the locus acts through the larger.
     return findings
 
 
-def load_findings(work: str) -> dict:
+def load_findings(work: str, sets: list | None = None) -> dict:
     folder = os.path.join(work, "experiments")
     findings = {}
     if not os.path.isdir(folder):
@@ -387,61 +400,67 @@ def load_findings(work: str) -> dict:
         # A knockdown supersedes a cell read of the same protein (clean, late, with survival).
         if prot not in findings or f["kind"] == "knockdown":
             findings[prot] = f
-    return judge_findings(findings)
+    return judge_findings(findings, sets)
 
 
 def next_requests(result: dict, findings: dict, requested: list, budget: float, costs: dict) -> list:
     """The experiments to buy now, most informative first.
 
-    1. Ambiguous sets (observation cannot separate the members): one member at a
-       time until one shows an effect - cell perturbations for a shared locus (the
-       effect is there at baseline), knockdowns for a delayed pair (only they read
-       late effects).  The cost of testing every remaining member is reserved.
-    2. Standouts whose instrument is weak or inconclusive: a cell perturbation says
-       whether lowering them changes disease at all.
-    3. MR-supported drivers and discordant markers: a knockdown for direction and
-       survival, while the budget lasts above the reserve.
+    1. Ambiguous sets (observation cannot separate the members), shared loci first:
+       knockdowns one member at a time until one shows an effect, with the cost of
+       testing the rest reserved; if the budget cannot cover that, a shared locus
+       gets cell perturbations of all its members at once (each member the others'
+       control; its effect is there at baseline), while a delayed pair needs
+       knockdowns (only they read late effects) and is otherwise left abstained.
+    2. Standouts whose instrument is weak or inconclusive, then MR-supported drivers
+       and discordant markers: a knockdown each (direction, survival), from what is
+       left above the reserve.
     """
     cell, kd = float(costs.get("cell_perturbation", 150000)), float(costs.get("knockdown", 400000))
-    price = {"cell_perturbation": cell, "knockdown": kd}
     bought = {p for _, p in requested}
     pending = {p for _, p in requested if p not in findings}
     plan = []
     left = float(budget)
     reserve = 0.0
-    for pair in result["pairs"]:
+    pairs = sorted(result["pairs"], key=lambda pr: pr["kind"] != "shared_locus")
+    for pair in pairs:
         members = pair["members"]
-        kind = "knockdown" if pair["kind"] == "delayed" else "cell_perturbation"
         if any(findings.get(m, {}).get("effect") for m in members):
             continue
         order = pair.get("candidates", []) + [m for m in members if m not in pair.get("candidates", [])]
         untested = [m for m in order if m not in bought]
+        if not untested:
+            continue
+        used_cells = any(k == "cell_perturbation" and p in members for k, p in requested)
+        if used_cells:
+            continue  # a set tested by cells at once is settled by those reads
         waiting = any(m in pending for m in members)
-        if not waiting and untested and price[kind] <= left:
-            plan.append((kind, untested[0]))
+        sequential = kd * len(untested) <= left - reserve
+        if waiting:
+            reserve += kd * len(untested)
+        elif sequential:
+            plan.append(("knockdown", untested[0]))
             bought.add(untested[0])
-            left -= price[kind]
-            untested = untested[1:]
-        # Keep enough to test the rest should this member show nothing (the last one needs
-        # no test: it is the signal's by elimination, but an experiment on it is its proof).
-        reserve += price[kind] * len(untested)
+            left -= kd
+            reserve += kd * (len(untested) - 1)
+        elif pair["kind"] == "shared_locus" and not any(m in bought for m in members) \
+                and cell * len(untested) <= left - reserve:
+            for m in untested:
+                plan.append(("cell_perturbation", m))
+                bought.add(m)
+                left -= cell
     verdict = result["verdict"]
-    for labels, kinds in ((("unresolved",), ("cell_perturbation",)),
-                          (("driver", "discordant"), ("knockdown", "cell_perturbation"))):
+    for labels in (("unresolved",), ("driver", "discordant")):
         for prot, v in verdict.items():
-            if v["label"] not in labels or prot in bought:
-                continue
-            for kind in kinds:
-                if price[kind] <= left - reserve:
-                    plan.append((kind, prot))
-                    bought.add(prot)
-                    left -= price[kind]
-                    break
+            if v["label"] in labels and prot not in bought and kd <= left - reserve:
+                plan.append(("knockdown", prot))
+                bought.add(prot)
+                left -= kd
     return plan
 
 
 def plan_and_request(ctx, store, result: dict) -> None:
-    findings = load_findings(ctx["WORK"])
+    findings = load_findings(ctx["WORK"], [p["members"] for p in result["pairs"]])
     requested = [tuple(x) for x in store.state.get("requested", [])]
     budget = float(ctx.get("budget_remaining") or 0)
     plan = next_requests(result, findings, requested, budget, ctx.get("costs") or {})
@@ -458,7 +477,7 @@ def follow_up(ctx, store) -> bool:
     analysis = store.read_json("analysis.json")
     result = analysis["result"]
     table = store.read_frame("evidence_full.parquet")
-    findings = load_findings(ctx["WORK"])
+    findings = load_findings(ctx["WORK"], [p["members"] for p in result["pairs"]])
     for prot, f in findings.items():
         print(f"experiment {f['kind']} on {prot}: cavity_r {f['cavity_r']:+.4f}, ef {f['ef']}, surv5y {f['surv5y']} "
               f"-> {'effect' if f['effect'] else 'no effect'}, {f['direction']}, {f['alignment']}")
@@ -480,7 +499,7 @@ def follow_up(ctx, store) -> bool:
 def finalise(ctx, store) -> None:
     analysis = store.read_json("analysis.json")
     table = store.read_frame("evidence_full.parquet")
-    findings = load_findings(ctx["WORK"])
+    findings = load_findings(ctx["WORK"], [p["members"] for p in analysis["result"]["pairs"]])
     claims = claims_from(analysis["result"], table, findings)
     store.write_json("claims.json", claims)
     store.write_json("findings.json", findings)

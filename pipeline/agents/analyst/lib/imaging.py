@@ -129,7 +129,7 @@ def measure_slice(cine: np.ndarray, t1: np.ndarray, step: float = 0.5) -> dict:
                                           mode="constant", cval=0.0).reshape(ry.shape) > 0.5
     r0, r1 = _first_run(wall_on_ray)
     ok = (r0 >= 0) & (r1 > r0)
-    if ok.mean() < 0.75:
+    if ok.sum() < N_RAYS * 3 // 4:  # too few rays cross a closed wall
         return out
     endo = np.where(ok, radii[np.clip(r0, 0, None)], np.nan)
     epi = np.where(ok, radii[np.clip(r1 - 1, 0, None)] + step, np.nan)
@@ -162,8 +162,21 @@ def measure_slice(cine: np.ndarray, t1: np.ndarray, step: float = 0.5) -> dict:
     region = rho <= limit[ray_index]
     sector = (theta / (2 * np.pi / N_SECTORS)).astype(int) % N_SECTORS
 
+    # Levels per angular sector: a smooth scanner field changes them across the heart.
+    ring = mask & (rho <= np.nan_to_num(epi, nan=np.nanmedian(epi))[ray_index])
+    ring_core = ndimage.binary_erosion(ring, iterations=1)
+    if ring_core.sum() < 10:
+        ring_core = ring
+    lb = np.full(N_SECTORS, i_blood, dtype=np.float32)
+    lm = np.full(N_SECTORS, i_myo, dtype=np.float32)
+    for s in range(N_SECTORS):
+        b = ed[core & (sector == s)]
+        m = ed[ring_core & (sector == s)]
+        if b.size >= 8 and m.size >= 8 and np.percentile(b, 75) > np.median(m) + 10:
+            lb[s], lm[s] = np.percentile(b, 75), np.median(m)
+    sec_r = sector[region]
     pix = cine[:, region].astype(np.float32)  # [frames, pixels in the region]
-    frac = np.clip((pix - i_myo) * scale, 0.0, 1.0)
+    frac = np.clip((pix - lm[sec_r]) / (lb[sec_r] - lm[sec_r]), 0.0, 1.0)
     onehot = np.zeros((pix.shape[1], N_SECTORS), dtype=np.float32)
     onehot[np.arange(pix.shape[1]), sector[region]] = 1.0
     sec_area = frac @ onehot

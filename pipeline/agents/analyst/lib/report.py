@@ -21,7 +21,7 @@ def evidence_table(store, work: str) -> pd.DataFrame:
     analysis = store.read_json("analysis.json")
     verdict = analysis["result"]["verdict"]
     claims = store.read_json("claims.json")
-    findings = load_findings(work)
+    findings = load_findings(work, [p["members"] for p in analysis["result"]["pairs"]])
     top = list(table["r_obs"].abs().sort_values(ascending=False).index[:8])
     rows = list(dict.fromkeys(list(verdict) + list(findings) + top))
     out = table.loc[rows, [c for c in COLUMNS if c in table]].rename(columns=COLUMNS)

@@ -1,0 +1,199 @@
+"""The analyst reference agent over a set of worlds and the three budgets: scores, components,
+a figure and a per-world account of the points it lost.
+
+    python scripts/analyst_figures.py --panel dev --scale small --out /work/tmp/analyst/fig-small
+    python scripts/analyst_figures.py --panel archetypes --scale paper --out /work/tmp/analyst/fig-paper
+    python scripts/analyst_figures.py --world "world=standard-01 world.seed=0x..." --scale small --out ...
+
+Worlds are built one at a time (with pixels: the analyst segments the MRI itself),
+played at budgets 0, 450,000 and 2,000,000, and deleted afterwards unless --keep
+(a paper-scale world with images is ~16 GB).  Results accumulate in
+``<out>/analyst_scores.json`` (a rerun skips finished episodes); the figure is
+``<out>/analyst_scores.png`` and the text report ``<out>/analyst_report.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.agents import create_agent  # noqa: E402
+from pipeline.harness.episode import BUDGETS, run_episode  # noqa: E402
+from pipeline.score import COMPONENT_KEYS  # noqa: E402
+
+DEV = ("standard-01", "standard-02", "standard-03", "standard-04", "standard-05", "hard-01", "hard-02", "hard-03",
+       "hard-04", "hard-messy-01", "high-concordance-01", "null-01")
+SHORT = {"target_identification": "target", "causal_confidence": "confidence", "bias_identification": "bias",
+         "intervention_direction": "direction", "phenotype_construction": "phenotype"}
+MAX = {"target_identification": 30, "causal_confidence": 25, "bias_identification": 15,
+       "intervention_direction": 20, "phenotype_construction": 10}
+
+
+def archetype_worlds() -> list[str]:
+    """One development world per archetype (the first in panel order) and the null world."""
+    from pipeline import config
+
+    seen, out = set(), []
+    for wid in DEV:
+        cfg = config.load([f"world={wid}", "scale=tiny"]).cfg.world
+        if int(cfg.n_drivers) == 0:
+            continue
+        if cfg.archetype not in seen:
+            seen.add(cfg.archetype)
+            out.append(f"world={wid}")
+    return out + ["world=null-01"]
+
+
+def build(spec: str, scale: str, root: Path) -> Path:
+    from pipeline import config
+    from pipeline.build import build as build_world
+
+    overrides = [*shlex.split(spec), f"scale={scale}", f"out={root}", "cluster=local", "cluster.progress=false"]
+    resolved = config.load(overrides)
+    world_dir = root / resolved.cfg.world.id
+    if not ((world_dir / "release" / "MANIFEST.json").exists() and (world_dir / "sealed" / "truth.json").exists()):
+        build_world(resolved, progress=False)
+    return world_dir
+
+
+def account(result: dict) -> list[str]:
+    """Where the points went, in the scorer's own terms."""
+    d = result["details"]
+    lines = []
+    t = d["target_identification"]
+    if d.get("null_world"):
+        lines.append(f"null world: {t.get('rule')}")
+    else:
+        if t.get("missed"):
+            lines.append(f"missed drivers {t['missed']}")
+        if t.get("false_positives"):
+            lines.append(f"false nominations {t['false_positives']}")
+    for pair in d.get("pairs", []):
+        if pair["credit"] < 25:
+            lines.append(f"{pair['kind']} pair ({pair['causal']}, {pair['partner']}): {pair['route']} -> {pair['credit']:.1f}")
+    b = d["bias_identification"]
+    if b.get("scored_decoys") and (b.get("recall") or 0) < 1:
+        lines.append(f"decoys rejected {b['correct']}/{b['scored_decoys']} (correct: {b['correct_proteins']})")
+    if b.get("wrong"):
+        lines.append(f"wrong rejections {b['wrong']}")
+    for prot, v in d["intervention_direction"].get("drivers", {}).items():
+        if v["credit"] < 1:
+            lines.append(f"direction {prot}: {v.get('submitted')} ({v.get('why', '')}) -> {v['credit']}")
+    ph = d["phenotype_construction"]
+    if ph.get("r") is not None:
+        lines.append(f"phenotype r {ph['r']:.3f} vs baseline b {ph['b']:.3f}")
+    if result["safety_penalty"]:
+        lines.append(f"SAFETY PENALTY {result['safety_penalty']}")
+    return lines
+
+
+def figure(rows: list, out: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    budgets = sorted({r["budget"] for r in rows})
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    bottom = np.zeros(len(budgets))
+    colors = ("#4c72b0", "#55a868", "#c44e52", "#8172b2", "#ccb974")
+    for key, color in zip(COMPONENT_KEYS, colors):
+        means = np.array([np.mean([r[key] for r in rows if r["budget"] == b]) for b in budgets])
+        ax.bar(range(len(budgets)), means, bottom=bottom, color=color, label=f"{SHORT[key]} (/{MAX[key]})")
+        bottom += means
+    totals = [np.mean([r["total"] for r in rows if r["budget"] == b]) for b in budgets]
+    for i, t in enumerate(totals):
+        ax.text(i, t + 1, f"{t:.1f}", ha="center")
+    ax.set_xticks(range(len(budgets)), [f"${b:,}" for b in budgets])
+    ax.set_ylabel("mean score over worlds")
+    ax.set_ylim(0, 105)
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--panel", choices=("dev", "archetypes", "none"), default="dev")
+    parser.add_argument("--world", action="append", default=[], help="build overrides of one more world (repeatable)")
+    parser.add_argument("--scale", default="small")
+    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--keep", action="store_true", help="keep the built worlds")
+    args = parser.parse_args(argv)
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    specs = {"dev": [f"world={w}" for w in DEV], "archetypes": archetype_worlds(), "none": []}[args.panel] + args.world
+    budgets = [int(b) for b in args.budgets.split(",") if b]
+    store = out / "analyst_scores.json"
+    rows = json.loads(store.read_text())["rows"] if store.exists() else []
+    done = {(r["spec"], r["budget"]) for r in rows}
+    for spec in specs:
+        if all((spec, b) in done for b in budgets):
+            continue
+        t0 = time.monotonic()
+        world_dir = build(spec, args.scale, out / "worlds")
+        built_s = time.monotonic() - t0
+        for budget in budgets:
+            if (spec, budget) in done:
+                continue
+            t1 = time.monotonic()
+            result = run_episode(world_dir, create_agent("analyst"), budget=budget, agent_name="analyst",
+                                 out=out / "episodes" / f"{world_dir.name}-{budget}", overwrite=True)
+            truth = json.loads((world_dir / "sealed" / "truth.json").read_text())
+            row = {"spec": spec, "world": world_dir.name, "archetype": truth["archetype"], "budget": budget,
+                   **{k: result[k] for k in (*COMPONENT_KEYS, "safety_penalty", "total")},
+                   "exit_reason": result["episode"]["exit_reason"], "turns": result["episode"]["turns_used"],
+                   "spent": result["episode"]["spent"], "isolated": result["isolated"],
+                   "seconds": round(time.monotonic() - t1, 1), "build_seconds": round(built_s, 1),
+                   "account": account(result)}
+            rows.append(row)
+            store.write_text(json.dumps({"scale": args.scale, "rows": rows}, indent=1))
+            print(f"{world_dir.name:<22} {budget:>9} total {row['total']:6.2f}  "
+                  + "  ".join(f"{SHORT[k]} {row[k]:.1f}" for k in COMPONENT_KEYS)
+                  + f"  safety {row['safety_penalty']:.0f}  ({row['turns']} turns, {row['seconds']:.0f} s)", flush=True)
+        if not args.keep:
+            shutil.rmtree(world_dir, ignore_errors=True)
+    report(rows, budgets, out, args.scale)
+    return 0
+
+
+def report(rows, budgets, out: Path, scale: str) -> None:
+    import numpy as np
+
+    lines = [f"# analyst, scale={scale}", "", "| world | archetype | " + " | ".join(f"${b:,}" for b in budgets) + " |",
+             "|---|---|" + "---|" * len(budgets)]
+    worlds = list(dict.fromkeys(r["world"] for r in rows))
+    index = {(r["world"], r["budget"]): r for r in rows}
+    for w in worlds:
+        arche = next(r["archetype"] for r in rows if r["world"] == w)
+        lines.append(f"| {w} | {arche} | " + " | ".join(f"{index[w, b]['total']:.1f}" if (w, b) in index else "-"
+                                                      for b in budgets) + " |")
+    lines.append("| **mean** | | " + " | ".join(
+        f"**{np.mean([r['total'] for r in rows if r['budget'] == b]):.1f}**" for b in budgets) + " |")
+    lines += ["", "Mean components per budget:", "", "| budget | " + " | ".join(SHORT[k] for k in COMPONENT_KEYS)
+              + " | safety | total |", "|---|" + "---|" * (len(COMPONENT_KEYS) + 2)]
+    for b in budgets:
+        sel = [r for r in rows if r["budget"] == b]
+        lines.append(f"| ${b:,} | " + " | ".join(f"{np.mean([r[k] for r in sel]):.2f}" for k in COMPONENT_KEYS)
+                     + f" | {np.mean([r['safety_penalty'] for r in sel]):.2f} | {np.mean([r['total'] for r in sel]):.2f} |")
+    lines += ["", "Where points were lost:", ""]
+    for r in rows:
+        if r["account"]:
+            lines.append(f"- {r['world']} ${r['budget']:,} ({r['total']:.1f}): " + "; ".join(r["account"]))
+    (out / "analyst_report.md").write_text("\n".join(lines) + "\n")
+    figure(rows, out / "analyst_scores.png", f"analyst, {scale} scale, {len(worlds)} worlds")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
