@@ -75,7 +75,12 @@ def analyse(ctx, store) -> dict:
     strong = table["F"] > F_MIN
     n_instr = max(int(table.loc[strong, "lead"].nunique()), 1)
     z_mr = zcrit(ALPHA / n_instr)
-    table["mr_sig"] = strong & (table["mr_z"].abs() > z_mr)
+    # Genetic support: proteome-wide (Bonferroni over instruments), or, for the few proteins
+    # the observational screen flagged, a confirmatory test over that short list (two stages).
+    k_obs = max(int(table["z_obs_flag"].sum()), 1)
+    confirm = table["z_obs_flag"] & (table["mr_z"].abs() > zcrit(ALPHA / k_obs)) \
+        & (np.sign(table["mr"]) == np.sign(table["r_obs"]))
+    table["mr_sig"] = strong & ((table["mr_z"].abs() > z_mr) | confirm)
     notes = {"n": int(n), "proteins": int(p), "instruments": n_instr, "z_mr": z_mr,
              "z_screen": zcrit(ALPHA / p), "hub_threshold": int(ectx["hub_threshold"]),
              "hubs": [variant_ids[v] for v in ectx["hubs"]]}
@@ -132,7 +137,8 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
         if prot not in verdict:
             verdict[prot] = {"label": label, "reason": reason, **extra}
 
-    # 1. MR-significant proteins: shared loci, pleiotropic instruments, discordant outcomes, drivers.
+    # 1. Genetically supported proteins: shared loci, pleiotropic instruments, discordant
+    #    outcomes, drivers.
     mr_sig = table.index[table["mr_sig"]]
     k = max(len(mr_sig), 1)
     z_k = zcrit(ALPHA / k)
@@ -140,7 +146,7 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
     for prot in mr_sig:
         members = [m for m in table.at[prot, "locus_members"].split(",") if m]
         if members:
-            group = sorted(set([prot] + members))
+            group = sorted(set([prot] + members))[:5]
             if group not in shared_sets:
                 shared_sets.append(group)
     in_shared = {m for g in shared_sets for m in g}
@@ -156,7 +162,7 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             put(prot, "pleiotropy", f"instrument {row['lead_id']} moves disease with the protein held fixed "
                 f"(direct-effect z {row['z_direct']:.1f}; observational r {row['r_obs']:.3f} vs MR {row['mr']:.3f})")
             continue
-        if "mr_event_z" in row and abs(row["mr_event_z"]) > z_k and np.sign(row["mr_event_z"]) != np.sign(row["mr_z"]):
+        if abs(row["mr_event_z"]) > z_k and np.sign(row["mr_event_z"]) != np.sign(row["mr_z"]):
             put(prot, "discordant", f"genetically raising it changes severity and cardiac events in opposite "
                 f"directions (MR z {row['mr_z']:.1f} vs events {row['mr_event_z']:.1f}): a marker, not a target",
                 direction=direction)
@@ -167,66 +173,64 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
 
     # 2. Site artefact: one centre on another scale.
     if "z_site" in table:
-        site = table.index[table["z_site"] > zs_]
-        for prot in site:
+        for prot in table.index[table["z_site"] > zs_]:
             row = table.loc[prot]
             put(prot, "measurement_artifact", f"its spread differs between assessment centres (Bartlett z "
                 f"{row['z_site']:.1f}): one site measures it on another scale; association r {row['r_obs']:.3f} "
                 f"pooled vs {row.get('r_within_centre', np.nan):.3f} within centres")
 
-    # 3. Delayed effects: later disease (new diagnoses, repeat MRI) beyond baseline severity.
-    late_cols = [c for c in ("z_hf_beyond", "z_v2_beyond") if c in table]
-    late = np.zeros(len(table))
-    for c in late_cols:
-        late = late + table[c].fillna(0).to_numpy()
-    table["z_late_combined"] = late / math.sqrt(max(len(late_cols), 1))
-    table["z_late_combined_e"], table["z_late_combined_flag"] = outliers(table["z_late_combined"].to_numpy())
-    # A marker that raises event risk beyond severity from the start (a harmful surrogate)
-    # is not a delayed effect: the delayed effect leaves the early years alone.
+    # 3. Delayed effects: later disease beyond what current severity explains, with no
+    #    excess of events in the early years (a harmful marker raises those from the start).
+    fwd = table["z_forward"].fillna(0) if "z_forward" in table else pd.Series(0.0, index=table.index)
+    table["z_forward_e"], fwd_flag = outliers(fwd.to_numpy())
     early_ok = pvalue(table["z_early_event_beyond"].fillna(0)) > ALPHA
-    delayed = table.index[table["z_late_combined_flag"]]
-    delayed_quiet_early = set(table.index[table["z_late_combined_flag"] & early_ok])
+    delayed = [q for q in table.index[fwd_flag & early_ok] if q not in verdict]
 
     # 4. Observational standouts without genetic support.
     obs_flag = table["z_obs_flag"]
     k_obs = max(int(obs_flag.sum()), 1)
     z_ko = zcrit(ALPHA / k_obs)
+    reverse_like = []
     for prot in table.index[obs_flag]:
         row = table.loc[prot]
-        if prot in verdict:
+        if prot in verdict or prot in delayed:
             continue
         genetic_null = strong[prot] and row["mr_p"] > ALPHA and abs(row["z_obs_vs_mr"]) > z_ko
         if not genetic_null:
             put(prot, "unresolved", f"observational r {row['r_obs']:.3f} (z {row['z_obs']:.1f}) but the instrument "
                 f"is weak or inconclusive (F {row['F']:.0f}, MR z {row['mr_z']:.1f})")
             continue
-        if prot in delayed:
-            put(prot, "late_marker", f"strong association (r {row['r_obs']:.3f}) with no genetic support, and it "
-                f"tracks later disease beyond baseline severity (z {row['z_late_combined']:.1f})")
-            continue
+        reverse_like.append(prot)
+    if delayed and reverse_like:
+        # With a delayed effect at work, one of these may mark the late process rather than current
+        # disease: the one whose association runs furthest ahead of current severity.
+        ahead = max(reverse_like, key=lambda q: fwd[q] * np.sign(table.at[q, "r_obs"]))
+        row = table.loc[ahead]
+        put(ahead, "late_marker", f"strong association (r {row['r_obs']:.3f}) with no genetic support; of such "
+            f"proteins it runs furthest ahead of current severity (forward z {fwd[ahead]:.1f}), so it may mark the "
+            f"delayed process")
+    for prot in reverse_like:
+        row = table.loc[prot]
         put(prot, "reverse_causation", f"association r {row['r_obs']:.3f} (z {row['z_obs']:.1f}) but its instrument "
-            f"(F {row['F']:.0f}) shows none (MR {row['mr']:.3f}, SE {row['mr_se']:.3f}); reverse-MR z "
-            f"{row['z_reverse_mr']:.1f}")
+            f"(F {row['F']:.0f}) shows none (MR {row['mr']:.3f}, SE {row['mr_se']:.3f}); it predicts later disease "
+            f"no further than current severity does (forward z {fwd[prot]:.1f}); reverse-MR z {row['z_reverse_mr']:.1f}")
 
     # 5. Confounding: associations that adjustment for measured confounders removes - the
-    # change between the crude and the adjusted estimate stands out from the proteome's.
+    #    change between the crude and the adjusted estimate stands out from the proteome's.
     change = table["z_crude"] - table["z_crude_adj"]
     table["z_change_e"], change_flag = outliers(change.to_numpy())
     crude_flag = change_flag & (np.sign(change) == np.sign(table["z_crude"])) & (table["obs_p"] > ALPHA) \
         & (pvalue(table["z_crude"]) < ALPHA)
     for prot in table.index[crude_flag]:
         row = table.loc[prot]
-        if prot in verdict:
-            continue
-        if strong[prot] and row["mr_p"] <= ALPHA:
+        if prot in verdict or (strong[prot] and row["mr_p"] <= ALPHA):
             continue
         put(prot, "confounding", f"crude association r {row['r_crude']:.3f} (z {row['z_crude']:.1f}) vanishes after "
             f"adjusting for age, sex, BMI, smoking, activity and ancestry (r {row['r_obs']:.3f}); no genetic effect")
 
     # 6. Selection into imaging: drives participation, unrelated to disease outside the imaged.
     if "z_participation" in table:
-        part = table["z_participation_flag"]
-        for prot in table.index[part]:
+        for prot in table.index[table["z_participation_flag"]]:
             row = table.loc[prot]
             if prot in verdict:
                 continue
@@ -237,22 +241,18 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
                     f"to disease outside imaging (z {row['z_nonimaging']:.1f}), so its association among the imaged "
                     f"(z {row['z_imaging']:.1f}) is collider bias")
 
-    # 7. Delayed-effect candidates not explained above.
+    # 7. Delayed-effect candidates.
     for prot in delayed:
         row = table.loc[prot]
-        if prot in verdict or prot not in delayed_quiet_early:
-            continue
-        put(prot, "delayed_candidate", f"associated with later disease beyond baseline severity (z "
-            f"{row['z_late_combined']:.1f}) while weakly associated at baseline (r {row['r_obs']:.3f})",
-            direction="inhibit" if row["z_late_combined"] > 0 else "activate")
+        put(prot, "delayed_candidate", f"predicts later disease beyond what current severity explains (forward z "
+            f"{fwd[prot]:.1f}) without excess early events, while weakly associated at baseline (r {row['r_obs']:.3f})",
+            direction="inhibit" if fwd[prot] > 0 else "activate")
 
-    # Ambiguous sets for experiments and abstentions.
     pairs = [{"kind": "shared_locus", "members": g} for g in shared_sets]
     late_markers = [q for q, v in verdict.items() if v["label"] == "late_marker"]
     delayed_cands = [q for q, v in verdict.items() if v["label"] == "delayed_candidate"]
     if delayed_cands:
-        pairs.append({"kind": "delayed", "members": (delayed_cands + late_markers)[:5],
-                      "candidates": delayed_cands})
+        pairs.append({"kind": "delayed", "members": (delayed_cands + late_markers)[:5], "candidates": delayed_cands})
     return {"verdict": verdict, "pairs": pairs}
 
 

@@ -122,6 +122,7 @@ def protein_table(ctx: dict) -> pd.DataFrame:
         v = out["hf_incident"].to_numpy(dtype=float)
         _, table["z_hf_beyond"] = partial_columns(P, v, adj, m)
         table["r_hf_incident"], table["z_hf_incident"] = corr_columns(P, v, m)
+        table["z_forward"] = forward_information(P, pheno["phenotype"].to_numpy(), v, D, m)
     if "imaging_v2" in pheno and pheno["imaging_v2"].notna().sum() > 50:
         v2 = pheno["imaging_v2"].to_numpy()
         m = np.isfinite(v2) & np.isfinite(pheno["imaging_score"].to_numpy())
@@ -170,6 +171,34 @@ def protein_table(ctx: dict) -> pd.DataFrame:
     ctx["hub_threshold"] = hub
     ctx["hubs"] = np.flatnonzero(is_hub)
     return table
+
+
+def forward_information(P: np.ndarray, f: np.ndarray, H: np.ndarray, D: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """z of each protein's association with later disease beyond what a marker of current
+    disease would show.
+
+    ``f`` is the phenotype, the factor model's conditional mean of current severity L,
+    so its variance is its reliability R = corr(f, L)^2.  A protein that only marks
+    current severity, P = alpha L + e, has alpha = cov(P, f) / R, and given f it still
+    predicts later disease H (slope gamma on L) through the severity f misses:
+    b = gamma alpha (1 - R) / (1 - alpha^2 R), with gamma = cov(H, f) / R.  A protein
+    that carries information about the disease's course beyond current severity (a
+    delayed cause, a marker of the late process) exceeds that: z = (b_obs - b) / SE.
+    """
+    from .stats import ols
+
+    f = np.asarray(f, dtype=float)
+    f = np.where(np.isfinite(f), f, np.nanmean(f))
+    R = float(np.clip(np.var(f), 0.05, 0.95))
+    Hm, fm, Dm = H[mask], f[mask], D[mask]
+    beta, _ = ols(Hm, np.column_stack([Dm, fm]))
+    gamma = beta[-1]  # cov(H, f) / var(f) = gamma R / R
+    Pz = zs(P)
+    alpha = (Pz.T @ (f - f.mean())) / len(f) / R
+    b_pred = gamma * alpha * (1 - R) / np.clip(1 - alpha ** 2 * R, 1e-3, None)
+    b_obs, z_obs = partial_columns(Pz, H, np.column_stack([D, f]), mask)
+    se = np.abs(b_obs / np.where(z_obs == 0, np.nan, z_obs))
+    return (b_obs - b_pred) / se
 
 
 def direct_effect(y: np.ndarray, g: np.ndarray, p: np.ndarray, design: np.ndarray):
