@@ -190,25 +190,25 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
     obs_flag = table["z_obs_flag"]
     k_obs = max(int(obs_flag.sum()), 1)
     z_ko = zcrit(ALPHA / k_obs)
-    reverse_like = []
+    reverse_like, inconclusive = [], []
     for prot in table.index[obs_flag]:
         row = table.loc[prot]
         if prot in verdict or prot in delayed:
             continue
         genetic_null = strong[prot] and row["mr_p"] > ALPHA and abs(row["z_obs_vs_mr"]) > z_ko
-        if not genetic_null:
-            put(prot, "unresolved", f"observational r {row['r_obs']:.3f} (z {row['z_obs']:.1f}) but the instrument "
-                f"is weak or inconclusive (F {row['F']:.0f}, MR z {row['mr_z']:.1f})")
-            continue
-        reverse_like.append(prot)
-    if delayed and reverse_like:
+        (reverse_like if genetic_null else inconclusive).append(prot)
+    if delayed and (reverse_like or inconclusive):
         # With a delayed effect at work, one of these may mark the late process rather than current
         # disease: the one whose association runs furthest ahead of current severity.
-        ahead = max(reverse_like, key=lambda q: fwd[q] * np.sign(table.at[q, "r_obs"]))
+        ahead = max(reverse_like + inconclusive, key=lambda q: fwd[q] * np.sign(table.at[q, "r_obs"]))
         row = table.loc[ahead]
         put(ahead, "late_marker", f"strong association (r {row['r_obs']:.3f}) with no genetic support; of such "
             f"proteins it runs furthest ahead of current severity (forward z {fwd[ahead]:.1f}), so it may mark the "
             f"delayed process")
+    for prot in inconclusive:
+        row = table.loc[prot]
+        put(prot, "unresolved", f"observational r {row['r_obs']:.3f} (z {row['z_obs']:.1f}) but the instrument "
+            f"is weak or inconclusive (F {row['F']:.0f}, MR z {row['mr_z']:.1f})")
     for prot in reverse_like:
         row = table.loc[prot]
         put(prot, "reverse_causation", f"association r {row['r_obs']:.3f} (z {row['z_obs']:.1f}) but its instrument "
@@ -314,6 +314,11 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
             claims["nominated"].append(prot)
             claims["directions"][prot] = f["direction"]
             claims["outcome_alignment"][prot] = f["alignment"]
+        elif f is not None and not f["effect"] and v["label"] == "unresolved" and f["kind"] == "knockdown":
+            # Lowering it changes nothing, yet it tracks disease after adjustment, at every
+            # centre and outside the imaged: the disease moves it.
+            claims["rejected"].append({"molecule": prot, "mechanism": "reverse_causation",
+                                       "reason": v["reason"] + "; a knockdown shows no effect on disease"})
     n_claims = len(claims["nominated"]) + len(claims["rejected"])
     # Half for the observational case, the rest in proportion to the claims an experiment tested.
     claims["confidence"] = round(0.5 + 0.5 * min(1.0, len(findings) / max(n_claims, 1)), 2) if n_claims else 0.5

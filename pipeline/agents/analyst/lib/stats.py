@@ -18,12 +18,16 @@ def pvalue(z) -> np.ndarray:
 
 
 def zs(values: np.ndarray) -> np.ndarray:
-    v = np.asarray(values, dtype=float)
+    """Column z-scores, missing values at the mean; float32 input stays float32 (memory at scale)."""
+    v = np.asarray(values)
+    v = v.astype(np.float32 if v.dtype == np.float32 else np.float64, copy=True)
     m = np.nanmean(v, axis=0)
-    v = np.where(np.isnan(v), m, v) - m
+    if np.isnan(v).any():
+        v = np.where(np.isnan(v), m, v)
+    v -= m
     s = v.std(axis=0)
-    s = np.where(s > 0, s, 1.0)
-    return v / s
+    v /= np.where(s > 0, s, 1.0).astype(v.dtype)
+    return v
 
 
 def corr_columns(X: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None):
@@ -32,8 +36,8 @@ def corr_columns(X: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None):
         X, y = X[mask], y[mask]
     n = len(y)
     Xz = zs(X)
-    yz = zs(y)
-    r = Xz.T @ yz / n
+    yz = zs(y).astype(Xz.dtype)
+    r = (Xz.T @ yz).astype(float) / n
     z = np.arctanh(np.clip(r, -0.999999, 0.999999)) * math.sqrt(max(n - 3, 1))
     return r, z
 
@@ -50,11 +54,14 @@ def partial_columns(X: np.ndarray, y: np.ndarray, design: np.ndarray, mask: np.n
     X = zs(X)
     Q, _ = np.linalg.qr(design)
     ry = y - Q @ (Q.T @ y)
-    RX = X - Q @ (Q.T @ X)
-    sxx = (RX * RX).sum(axis=0)
+    Qx = Q.astype(X.dtype)
+    RX = X
+    RX -= Qx @ (Qx.T @ X)  # in place: X is already a private copy
+    ry = ry.astype(X.dtype)
+    sxx = np.einsum("ij,ij->j", RX, RX).astype(float)
     sxx = np.where(sxx > 0, sxx, np.nan)
-    beta = (RX.T @ ry) / sxx
-    resid_var = ((ry * ry).sum() - beta ** 2 * sxx) / max(n - k - 1, 1)
+    beta = (RX.T @ ry).astype(float) / sxx
+    resid_var = (float(ry @ ry) - beta ** 2 * sxx) / max(n - k - 1, 1)
     se = np.sqrt(np.clip(resid_var, 1e-300, None) / sxx)
     return beta, beta / se
 
