@@ -115,6 +115,32 @@ def one_factor(cov: np.ndarray):
     return a, psi
 
 
+def modality_groups(ecg: pd.DataFrame, ct: pd.DataFrame, clinical: pd.DataFrame) -> dict:
+    """Measurement groups whose errors are independent of each other's.
+
+    Every ECG measure is its own measurement, except QRS duration and bundle branch
+    block (a block is read off the QRS complex); coronary calcium (score and its
+    presence) and stenosis (per vessel and the maximum) are one reading each; the
+    clinical record (diagnoses and the medications prescribed for them) is one.
+    """
+    groups = {}
+    rest = list(ecg.columns)
+    if "qrs" in rest and "lbbb" in rest:
+        groups["ecg qrs/lbbb"] = ecg[["qrs", "lbbb"]]
+        rest = [c for c in rest if c not in ("qrs", "lbbb")]
+    for c in rest:
+        groups[f"ecg {c}"] = ecg[[c]]
+    calcium = [c for c in ct.columns if c.startswith("cac")]
+    stenosis = [c for c in ct.columns if c not in calcium]
+    if calcium:
+        groups["ct calcium"] = ct[calcium]
+    if stenosis:
+        groups["ct stenosis"] = ct[stenosis]
+    if clinical.shape[1]:
+        groups["clinical record"] = clinical
+    return groups
+
+
 def build_phenotype(cov: pd.DataFrame, modalities: dict, imaging: pd.DataFrame | None) -> dict:
     """The phenotype and its parts.
 

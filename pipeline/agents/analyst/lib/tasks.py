@@ -129,10 +129,18 @@ def load_cov(store: Store) -> pd.DataFrame:
 
 def task_phenotype(ctx, store: Store, clock: Clock) -> bool:
     cov = load_cov(store)
-    mods = {"ecg": store.read_frame("ecg.parquet"), "ct": store.read_frame("ct.parquet"),
-            "clinical record": store.read_frame("clin.parquet")}
+    mods = phenotype.modality_groups(store.read_frame("ecg.parquet"), store.read_frame("ct.parquet"),
+                                     store.read_frame("clin.parquet"))
     img = imaging_table(store, "img")
     res = phenotype.build_phenotype(cov, mods, img)
+    # Orientation: higher = more severe, i.e. more cardiac events.
+    events = store.read_frame("outcomes.parquet").reindex(cov.index)["event"].to_numpy(dtype=float)
+    sign = 1.0 if np.corrcoef(np.nan_to_num(res["phenotype"].to_numpy()), events)[0, 1] >= 0 else -1.0
+    for key in ("phenotype", "crude", "nonimaging", "imaging_score", "group_scores"):
+        res[key] = res[key] * sign
+    if sign < 0:
+        res["model"]["imaging_transform"]["beta"] = -res["model"]["imaging_transform"]["beta"]
+        res["model"]["imaging_transform"]["shift"] = -res["model"]["imaging_transform"]["shift"]
     frame = pd.DataFrame({"phenotype": res["phenotype"], "crude": res["crude"], "nonimaging": res["nonimaging"],
                           "imaging_score": res["imaging_score"]})
     img2 = imaging_table(store, "img2")
@@ -146,7 +154,7 @@ def task_phenotype(ctx, store: Store, clock: Clock) -> bool:
         + ", ".join(f"{g} (loading {m['loading']:.2f})" for g, m in model["groups"].items())
         + (f", MRI (loading {model['imaging']['loading']:.2f}, n {model['imaging']['n']})" if "imaging" in model else ""))
     group = res["group_scores"]
-    log("modality scores' correlations:\n" + group.corr().round(3).to_string())
+    log("measurement groups' scores, correlations:\n" + group.corr().round(2).to_string())
     return True
 
 
