@@ -50,18 +50,32 @@ def _genotype_matrix(ctx, cov_index):
     return G[rows] if not (rows == np.arange(len(rows))).all() else G
 
 
-def analyse(ctx, store) -> dict:
+def build_table(ctx, store) -> None:
+    """The proteome-wide statistics (the heavy matrix work), cached for the next step."""
     cov = store.read_frame("covariates.parquet")
     out = store.read_frame("outcomes.parquet").reindex(cov.index)
+    pheno = store.read_frame("phenotype.parquet").reindex(cov.index)
+    P = store.read_array("proteins.npy")
+    with np.load(store.path("scan_state.npz")) as z:
+        scan = {k: z[k] for k in z.files}
+    ectx = {"cov": cov, "out": out, "pheno": pheno, "P": P, "proteins": store.read_json("proteins.json"),
+            "scan": scan, "variant_ids": store.read_json("variant_ids.json")}
+    table = evidence.protein_table(ectx)
+    store.write_frame("table.parquet", table)
+    store.write_json("table_notes.json", {"hub_threshold": int(ectx["hub_threshold"]),
+                                          "hubs": [int(v) for v in ectx["hubs"]]})
+
+
+def analyse(ctx, store) -> dict:
+    cov = store.read_frame("covariates.parquet")
     pheno = store.read_frame("phenotype.parquet").reindex(cov.index)
     P = store.read_array("proteins.npy")
     proteins = store.read_json("proteins.json")
     variant_ids = store.read_json("variant_ids.json")
     with np.load(store.path("scan_state.npz")) as z:
         scan = {k: z[k] for k in z.files}
-    ectx = {"cov": cov, "out": out, "pheno": pheno, "P": P, "proteins": proteins, "scan": scan,
-            "variant_ids": variant_ids}
-    table = evidence.protein_table(ectx)
+    table = store.read_frame("table.parquet")
+    tnotes = store.read_json("table_notes.json")
     n, p = P.shape
     G = _genotype_matrix(ctx, cov.index)
     y = zs(pheno["phenotype"].to_numpy())
@@ -82,8 +96,8 @@ def analyse(ctx, store) -> dict:
         & (np.sign(table["mr"]) == np.sign(table["r_obs"]))
     table["mr_sig"] = strong & ((table["mr_z"].abs() > z_mr) | confirm)
     notes = {"n": int(n), "proteins": int(p), "instruments": n_instr, "z_mr": z_mr,
-             "z_screen": zcrit(ALPHA / p), "hub_threshold": int(ectx["hub_threshold"]),
-             "hubs": [variant_ids[v] for v in ectx["hubs"]]}
+             "z_screen": zcrit(ALPHA / p), "hub_threshold": tnotes["hub_threshold"],
+             "hubs": [variant_ids[v] for v in tnotes["hubs"]]}
 
     # Loci of the MR-significant proteins: which usable instruments tag the same signal.
     mr_sig = list(table.index[table["mr_sig"]])
