@@ -96,16 +96,7 @@ def test_registered_as_a_reference_agent():
     assert agent.name == "analyst"
 
 
-@pytest.fixture(scope="module")
-def analyst_runs(tiny_world, tmp_path_factory):
-    root = tmp_path_factory.mktemp("analyst")
-    return {b: run_episode(tiny_world, create_agent("analyst"), budget=b, agent_name="analyst",
-                           out=root / f"analyst-{b}", timeout=150) for b in BUDGETS}
-
-
-@pytest.mark.parametrize("budget", BUDGETS)
-def test_full_tiny_episode_with_pixels(analyst_runs, budget):
-    result = analyst_runs[budget]
+def _check_episode(result: dict, budget: int) -> Path:
     summary = result["episode"]
     assert summary["exit_reason"] == "submitted", summary
     assert result["safety_penalty"] == 0.0
@@ -117,6 +108,24 @@ def test_full_tiny_episode_with_pixels(analyst_runs, budget):
     for column in ("MR estimate", "MR SE", "instrument F", "decision", "why", "experiment"):
         assert column in header
     transcript = json.loads(Path(summary["transcript"]).read_text())
-    assert "submission:" in json.dumps(transcript)
+    assert "submission:" in json.dumps(transcript)  # the evidence and the claims are shown, not only saved
+    return work
+
+
+def test_full_tiny_episode_with_pixels(tiny_world, tmp_path):
+    """Segments the scans itself, buys experiments and reports, inside the sandbox."""
+    budget = BUDGETS[-1]
+    result = run_episode(tiny_world, create_agent("analyst"), budget=budget, agent_name="analyst",
+                         out=tmp_path / "analyst", timeout=150)
+    work = _check_episode(result, budget)
+    assert len(list((work / "analyst").glob("img_*.parquet"))) >= 1
+    assert result["details"]["phenotype_construction"]["r"] > 0.5
+
+
+@pytest.mark.parametrize("budget", BUDGETS[:-1])
+def test_tiny_episodes_without_pixels(tiny_world_noimaging, tmp_path, budget):
+    result = run_episode(tiny_world_noimaging, create_agent("analyst"), budget=budget, agent_name="analyst",
+                         out=tmp_path / f"analyst-{budget}", timeout=150)
+    _check_episode(result, budget)
     if budget == 0:
-        assert summary["spent"] == 0
+        assert result["episode"]["spent"] == 0

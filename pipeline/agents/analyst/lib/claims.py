@@ -197,7 +197,9 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
     #    excess of events in the early years (a harmful marker raises those from the start).
     fwd = table["z_forward"].fillna(0) if "z_forward" in table else pd.Series(0.0, index=table.index)
     table["z_forward_e"], fwd_flag = outliers(fwd.to_numpy())
-    early_ok = pvalue(table["z_early_event_beyond"].fillna(0)) > ALPHA
+    # A delayed effect shows in later disease more than in the early years' events; a marker
+    # that raises event risk from the start (a harmful surrogate) shows the reverse.
+    early_ok = fwd.abs() > table["z_early_event_beyond"].fillna(0).abs()
     delayed = [q for q in table.index[fwd_flag & early_ok] if q not in verdict]
 
     # 4. Observational standouts without genetic support.
@@ -229,18 +231,27 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             f"(F {row['F']:.0f}) shows none (MR {row['mr']:.3f}, SE {row['mr_se']:.3f}); it predicts later disease "
             f"no further than current severity does (forward z {fwd[prot]:.1f}); reverse-MR z {row['z_reverse_mr']:.1f}")
 
-    # 5. Confounding: associations that adjustment for measured confounders removes - the
-    #    change between the crude and the adjusted estimate stands out from the proteome's.
-    change = table["z_crude"] - table["z_crude_adj"]
-    table["z_change_e"], change_flag = outliers(change.to_numpy())
-    crude_flag = change_flag & (np.sign(change) == np.sign(table["z_crude"])) & (table["obs_p"] > ALPHA) \
-        & (pvalue(table["z_crude"]) < ALPHA)
-    for prot in table.index[crude_flag]:
+    # 5. Confounding: a protein that a measured risk factor drives far more than it drives the
+    #    proteome, associated with disease crude (severity score or cardiac events) but not once
+    #    the risk factors are adjusted for, and without a genetic effect.
+    risk = [c for c in ("z_age", "z_bmi", "z_smoking", "z_activity") if c in table]
+    z_rf = zcrit(ALPHA / (len(table) * max(len(risk), 1)))
+    driven = pd.Series(False, index=table.index)
+    driver_of = pd.Series("", index=table.index)
+    for c in risk:
+        ze, _ = outliers(table[c].to_numpy())
+        hit = np.abs(ze) > z_rf
+        driven |= hit
+        driver_of[hit] = c[2:]
+    crude_assoc = (pvalue(table["z_crude"]) < ALPHA) | (pvalue(table["z_event"]) < ALPHA)
+    adjusted_null = (table["obs_p"] > ALPHA) & (pvalue(table["z_event_adj"]) > ALPHA)
+    for prot in table.index[driven & crude_assoc & adjusted_null]:
         row = table.loc[prot]
         if prot in verdict or (strong[prot] and row["mr_p"] <= ALPHA):
             continue
-        put(prot, "confounding", f"crude association r {row['r_crude']:.3f} (z {row['z_crude']:.1f}) vanishes after "
-            f"adjusting for age, sex, BMI, smoking, activity and ancestry (r {row['r_obs']:.3f}); no genetic effect")
+        put(prot, "confounding", f"{driver_of[prot]} drives it (r {row['r_' + driver_of[prot]]:.2f}, an outlier in the "
+            f"proteome); crude association with disease (severity z {row['z_crude']:.1f}, events z {row['z_event']:.1f}) "
+            f"vanishes after adjustment (z {row['z_obs']:.1f}, {row['z_event_adj']:.1f}); no genetic effect")
 
     # 6. Selection into imaging: drives participation, unrelated to disease outside the imaged.
     if "z_participation" in table:
@@ -308,8 +319,14 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
             continue
         f = findings.get(prot)
         if v["label"] == "driver":
+            if f is not None and not f["effect"] and f["kind"] == "knockdown":
+                # Its instrument moves disease, lowering the protein does not: the variant acts
+                # through another path.
+                claims["rejected"].append({"molecule": prot, "mechanism": "pleiotropy",
+                                           "reason": v["reason"] + "; yet a knockdown shows no effect on disease"})
+                continue
             if f is not None and not f["effect"]:
-                continue  # the experiment overrules the genetics
+                continue
             if f is not None and f["alignment"] == "misaligned":
                 continue
             claims["nominated"].append(prot)

@@ -117,6 +117,13 @@ def protein_table(ctx: dict) -> pd.DataFrame:
         v = out[name].to_numpy(dtype=float)
         _, table[f"z_{name}_beyond"] = partial_columns(P, v, adj, mask)
     table["r_event"], table["z_event"] = corr_columns(P, out["event"].to_numpy(dtype=float))
+    _, table["z_event_adj"] = partial_columns(P, out["event"].to_numpy(dtype=float), D)
+    # How much of each protein the measured risk factors explain (confounding needs a strong one).
+    for name in ("age", "bmi", "smoking", "activity"):
+        if name in cov:
+            v = cov[name].to_numpy(dtype=float)
+            v = np.where(np.isfinite(v), v, np.nanmedian(v))
+            table[f"r_{name}"], table[f"z_{name}"] = corr_columns(P, v)
     if "hf_incident" in out:
         m = out["hf_prevalent"].to_numpy() == 0
         v = out["hf_incident"].to_numpy(dtype=float)
