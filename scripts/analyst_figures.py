@@ -35,19 +35,33 @@ MAX = {"target_identification": 30, "causal_confidence": 25, "bias_identificatio
        "intervention_direction": 20, "phenotype_construction": 10}
 
 
-def archetype_worlds() -> list[str]:
-    """One development world per archetype (the first in panel order) and the null world."""
+def archetype_worlds(out: Path) -> list[str]:
+    """One development world per archetype (the first in panel order) and the null world.
+
+    The development panel has no ischemic world (both are held out): an archetype without
+    one is played on its first held-out configuration with a fresh random seed, drawn once
+    and kept in ``<out>/fresh_seeds.json`` so that a rerun plays the same world.
+    """
+    import secrets
+
     from pipeline import config
 
-    seen, out = set(), []
+    seen, out_specs = set(), []
     for wid in DEV:
         cfg = config.load([f"world={wid}", "scale=tiny"]).cfg.world
         if int(cfg.n_drivers) == 0:
             continue
         if cfg.archetype not in seen:
             seen.add(cfg.archetype)
-            out.append(f"world={wid}")
-    return out + ["world=null-01"]
+            out_specs.append(f"world={wid}")
+    seeds_path = out / "fresh_seeds.json"
+    seeds = json.loads(seeds_path.read_text()) if seeds_path.exists() else {}
+    for arch in ("dcm", "hcm", "ischemic", "hfpef"):
+        if arch not in seen:
+            seeds.setdefault(arch, "0x" + secrets.token_hex(16))
+            out_specs.append(f"world=heldout-{arch}-01 world.id=fresh-{arch} world.seed={seeds[arch]}")
+    seeds_path.write_text(json.dumps(seeds, indent=1))
+    return out_specs + ["world=null-01"]
 
 
 def build(spec: str, scale: str, root: Path) -> Path:
@@ -132,7 +146,8 @@ def main(argv=None) -> int:
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    specs = {"dev": [f"world={w}" for w in DEV], "archetypes": archetype_worlds(), "none": []}[args.panel] + args.world
+    panels = {"dev": lambda: [f"world={w}" for w in DEV], "archetypes": lambda: archetype_worlds(out), "none": list}
+    specs = panels[args.panel]() + args.world
     budgets = [int(b) for b in args.budgets.split(",") if b]
     store = out / "analyst_scores.json"
     rows = json.loads(store.read_text())["rows"] if store.exists() else []

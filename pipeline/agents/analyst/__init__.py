@@ -33,7 +33,8 @@ WORK; numpy, pandas and scipy only).  Its steps:
    imaged sub-cohort's factor mean and variance (selection on the factor leaves
    loadings unchanged).  Phenotype = the factor's conditional mean given the
    modalities a participant has.  The same weights on unadjusted features give
-   the crude score a naive analysis would use.
+   the crude score a naive analysis would use; that score, severity including what
+   risk factors contribute to it, is the submitted phenotype.
 5. Genome scan.  Every protein against every variant: lead variant per protein
    (variants that are significant for more proteins than chance sharing allows,
    Poisson tail at Bonferroni level, are trans-acting hubs and never used as

@@ -212,7 +212,11 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
         if prot in verdict or prot in delayed:
             continue
         genetic_null = strong[prot] and row["mr_p"] > ALPHA and abs(row["z_obs_vs_mr"]) > z_ko
-        (reverse_like if genetic_null else inconclusive).append(prot)
+        # Reverse-direction MR: variants that raise disease raise the protein too - it lies downstream.
+        downstream = np.isfinite(row["z_reverse_mr"]) and abs(row["z_reverse_mr"]) > z_ko \
+            and np.sign(row["z_reverse_mr"]) == np.sign(row["r_obs"]) \
+            and not (abs(row["mr_z"]) > z_ko and np.sign(row["mr"]) == np.sign(row["r_obs"]))
+        (reverse_like if (genetic_null or downstream) else inconclusive).append(prot)
     if delayed and (reverse_like or inconclusive):
         # With a delayed effect at work, one of these may mark the late process rather than current
         # disease: the one whose association runs furthest ahead of current severity.

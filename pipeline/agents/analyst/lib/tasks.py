@@ -150,7 +150,11 @@ def task_phenotype(ctx, store: Store, clock: Clock) -> bool:
     store.write_frame("phenotype.parquet", frame)
     model = {k: v for k, v in res["model"].items() if k != "imaging_transform"}
     store.write_json("phenotype_model.json", model)
-    pd.DataFrame({"subject_id": frame.index, "phenotype": frame["phenotype"].to_numpy()}).to_csv(ctx["OUT_CSV"], index=False)
+    # The submitted measure is severity as the participants have it: weights learned on
+    # covariate-adjusted features (so that they pick out disease, not body size or age),
+    # applied to the measurements themselves (risk factors that cause disease are part of
+    # its severity).  Analyses use the adjusted score and adjust for covariates themselves.
+    pd.DataFrame({"subject_id": frame.index, "phenotype": frame["crude"].to_numpy()}).to_csv(ctx["OUT_CSV"], index=False)
     log("phenotype written to OUT_CSV: the shared severity factor of "
         + ", ".join(f"{g} (loading {m['loading']:.2f})" for g, m in model["groups"].items())
         + (f", MRI (loading {model['imaging']['loading']:.2f}, n {model['imaging']['n']})" if "imaging" in model else ""))
@@ -269,7 +273,8 @@ def run_turn(**ctx) -> None:
     for name in TASKS:
         if store.done(name):
             continue
-        if not clock.has(NEEDS.get(name, 10)) and name not in ("imaging", "imaging_v2", "scan"):
+        fresh = clock.elapsed() < 20  # a task that cannot wait for more time than a whole turn gives
+        if not fresh and not clock.has(NEEDS.get(name, 10)) and name not in ("imaging", "imaging_v2", "scan"):
             log(f"[analyst] stopping before {name} ({clock.elapsed():.0f} s used); it runs next turn")
             return
         t0 = time.monotonic()
