@@ -83,7 +83,7 @@ def analyse(ctx, store) -> dict:
 
     # Screens against the empirical null.
     for col in ("z_obs", "z_crude", "z_participation", "z_late_event_beyond", "z_hf_beyond", "z_early_event_beyond",
-                "z_event_beyond", "z_v2_beyond", "z_imaging"):
+                "z_event_beyond", "z_v2_beyond", "z_imaging", "z_nonimaging"):
         if col in table:
             table[col + "_e"], table[col + "_flag"] = outliers(table[col].to_numpy())
     strong = table["F"] > F_MIN
@@ -217,10 +217,12 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             and np.sign(row["z_reverse_mr"]) == np.sign(row["r_obs"]) \
             and not (abs(row["mr_z"]) > z_ko and np.sign(row["mr"]) == np.sign(row["r_obs"]))
         (reverse_like if (genetic_null or downstream) else inconclusive).append(prot)
-    if delayed and (reverse_like or inconclusive):
-        # With a delayed effect at work, one of these may mark the late process rather than current
-        # disease: the one whose association runs furthest ahead of current severity.
-        ahead = max(reverse_like + inconclusive, key=lambda q: fwd[q] * np.sign(table.at[q, "r_obs"]))
+    ahead_of = reverse_like + inconclusive
+    if (delayed and ahead_of) or len(reverse_like) >= 2:
+        # With a delayed effect at work, or when several proteins follow disease, one of them may
+        # mark the late course rather than current disease: the one whose association runs
+        # furthest ahead of current severity.
+        ahead = max(ahead_of if delayed else reverse_like, key=lambda q: fwd[q] * np.sign(table.at[q, "r_obs"]))
         row = table.loc[ahead]
         put(ahead, "late_marker", f"strong association (r {row['r_obs']:.3f}) with no genetic support; of such "
             f"proteins it runs furthest ahead of current severity (forward z {fwd[ahead]:.1f}), so it may mark the "
@@ -247,15 +249,25 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
         hit = np.abs(ze) > z_rf
         driven |= hit
         driver_of[hit] = c[2:]
-    crude_assoc = (pvalue(table["z_crude"]) < ALPHA) | (pvalue(table["z_event"]) < ALPHA)
-    adjusted_null = (table["obs_p"] > ALPHA) & (pvalue(table["z_event_adj"]) > ALPHA)
-    for prot in table.index[driven & crude_assoc & adjusted_null]:
+    # Change in estimate on adjustment, severity and events, against the proteome's own change
+    # (every protein carries small covariate terms).
+    k_rf = max(int(driven.sum()), 1)
+    z_rk = zcrit(ALPHA / k_rf)
+    changes = []
+    for crude_col, adj_col in (("z_crude", "z_crude_adj"), ("z_event", "z_event_adj")):
+        ze, _ = outliers((table[crude_col] - table[adj_col]).to_numpy())
+        changes.append(pd.Series(np.abs(ze), index=table.index))
+    change = pd.concat(changes, axis=1).max(axis=1)
+    table["z_change_e"] = change
+    adjusted_bulk = table["z_obs_e"].abs() < zs_
+    for prot in table.index[driven & (change > z_rk) & adjusted_bulk]:
         row = table.loc[prot]
         if prot in verdict or (strong[prot] and row["mr_p"] <= ALPHA):
             continue
         put(prot, "confounding", f"{driver_of[prot]} drives it (r {row['r_' + driver_of[prot]]:.2f}, an outlier in the "
-            f"proteome); crude association with disease (severity z {row['z_crude']:.1f}, events z {row['z_event']:.1f}) "
-            f"vanishes after adjustment (z {row['z_obs']:.1f}, {row['z_event_adj']:.1f}); no genetic effect")
+            f"proteome); its crude association with disease (severity z {row['z_crude']:.1f}, events z "
+            f"{row['z_event']:.1f}) falls on adjustment (to {row['z_crude_adj']:.1f}, {row['z_event_adj']:.1f}), to an "
+            f"ordinary protein's; no genetic effect")
 
     # 6. Selection into imaging: drives participation, unrelated to disease outside the imaged.
     if "z_participation" in table:
@@ -263,12 +275,13 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             row = table.loc[prot]
             if prot in verdict:
                 continue
-            unrelated = pvalue(row["z_nonimaging"]) > ALPHA and (not strong[prot] or row["mr_p"] > ALPHA)
-            collider = np.sign(row["z_imaging"]) == -np.sign(row["z_participation"]) and pvalue(row["z_imaging"]) < ALPHA
-            if unrelated and collider:
-                put(prot, "selection", f"it predicts who was imaged (z {row['z_participation']:.1f}) and is unrelated "
-                    f"to disease outside imaging (z {row['z_nonimaging']:.1f}), so its association among the imaged "
-                    f"(z {row['z_imaging']:.1f}) is collider bias")
+            # Unrelated to disease outside the imaged: no more associated than an ordinary protein.
+            unrelated = abs(row["z_nonimaging_e"]) < zs_ and (not strong[prot] or row["mr_p"] > ALPHA)
+            if unrelated:
+                put(prot, "selection", f"it predicts who was imaged (z {row['z_participation']:.1f}) beyond age, BMI, "
+                    f"centre, ancestry and severity, and is no more related to disease than an ordinary protein "
+                    f"(z {row['z_nonimaging']:.1f}); any analysis among the imaged conditions on it (collider): "
+                    f"there its association is z {row['z_imaging']:.1f}")
 
     # 7. Delayed-effect candidates.
     for prot in delayed:
