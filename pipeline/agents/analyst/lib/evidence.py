@@ -80,27 +80,80 @@ def within_centre(P: np.ndarray, centre: np.ndarray) -> np.ndarray:
     return out
 
 
+class Adjusted:
+    """The proteome residualised on one design once, then the partial regression of any
+    outcome on each protein given that design (Frisch-Waugh), as (beta per SD, z).
+
+    With a row mask the proteins' residuals from the whole cohort are used on the masked
+    rows (the design's fit barely moves on a large subset) and the outcome is
+    residualised on the masked rows."""
+
+    def __init__(self, P: np.ndarray, design: np.ndarray):
+        self.Q, _ = np.linalg.qr(design)
+        Qx = self.Q.astype(P.dtype)
+        self.RX = P - Qx @ (Qx.T @ P)
+        self.sxx = np.einsum("ij,ij->j", self.RX, self.RX).astype(float)
+        self.k = design.shape[1]
+
+    def test(self, y: np.ndarray, mask: np.ndarray | None = None):
+        y = np.asarray(y, dtype=float)
+        if mask is None:
+            RX, Q, yy, sxx = self.RX, self.Q, y, self.sxx
+        else:
+            RX, Q, yy = self.RX[mask], self.Q[mask], y[mask]
+            sxx = np.einsum("ij,ij->j", RX, RX).astype(float)
+        coef, *_ = np.linalg.lstsq(Q, yy, rcond=None)
+        ry = yy - Q @ coef
+        sxx = np.where(sxx > 0, sxx, np.nan)
+        beta = (RX.T @ ry.astype(RX.dtype)).astype(float) / sxx
+        n = len(ry)
+        resid_var = (float(ry @ ry) - beta ** 2 * sxx) / max(n - self.k - 1, 1)
+        se = np.sqrt(np.clip(resid_var, 1e-300, None) / sxx)
+        return beta, beta / se
+
+
+def corr_many(P: np.ndarray, columns: dict) -> dict:
+    """Correlations (r, z) of the standardised proteome with several whole-cohort columns at once."""
+    names = list(columns)
+    Y = np.column_stack([zs(columns[k]) for k in names]).astype(P.dtype)
+    n = P.shape[0]
+    R = (P.T @ Y).astype(float) / n
+    Z = np.arctanh(np.clip(R, -0.999999, 0.999999)) * math.sqrt(max(n - 3, 1))
+    return {k: (R[:, i], Z[:, i]) for i, k in enumerate(names)}
+
+
 def protein_table(ctx: dict) -> pd.DataFrame:
     """The proteome-wide table.  ``ctx`` holds: cov, out, pheno (DataFrame), P (standardised
-    float32 [n, p]), proteins (ids), scan (dict), variant_ids, P_v2 (visit-2 frame or None)."""
+    float32 [n, p], missing at 0), proteins (ids), scan (dict), variant_ids."""
     cov, out, pheno, P = ctx["cov"], ctx["out"], ctx["pheno"], ctx["P"]
     n, p = P.shape
     index = cov.index
     table = pd.DataFrame(index=ctx["proteins"])
-    y = zs(pheno["phenotype"].to_numpy())
+    f = pheno["phenotype"].to_numpy(dtype=float)
+    f = np.where(np.isfinite(f), f, np.nanmean(f))
+    y = zs(f)
     crude = zs(pheno["crude"].to_numpy())
+    event = out["event"].to_numpy(dtype=float)
     D = nuisance_design(cov, index)
     Dc = nuisance_design(cov, index, with_centre=True)
 
-    # -- observational
-    table["r_obs"], table["z_obs"] = corr_columns(P, y)
-    table["r_crude"], table["z_crude"] = corr_columns(P, crude)
-    _, table["z_crude_adj"] = partial_columns(P, crude, D)
+    # -- observational, whole cohort
+    cols = {"obs": y, "crude": crude, "event": event, "nonimaging": pheno["nonimaging"].to_numpy()}
+    for name in ("age", "bmi", "smoking", "activity"):
+        if name in cov:
+            v = cov[name].to_numpy(dtype=float)
+            cols[name] = np.where(np.isfinite(v), v, np.nanmedian(v))
+    for name, (r, z) in corr_many(P, cols).items():
+        table[f"r_{name}"], table[f"z_{name}"] = r, z
+    adj = Adjusted(P, D)  # adjusted for the measured covariates
+    _, table["z_crude_adj"] = adj.test(crude)
+    _, table["z_event_adj"] = adj.test(event)
+    del adj
     if "centre" in cov:
         centre = cov["centre"].fillna(-1).to_numpy()
-        Pw = within_centre(P, centre)
-        table["r_within_centre"], table["z_within_centre"] = corr_columns(Pw, y)
         table["site_stat"], table["z_site"] = site_heterogeneity(P, centre)
+        Pw = within_centre(P, centre)
+        table["r_within_centre"], table["z_within_centre"] = corr_many(Pw, {"y": y})["y"]
         del Pw
     # imaging sub-cohort and participation
     imaged = cov["imaged"].to_numpy() if "imaged" in cov else np.zeros(n, bool)
@@ -108,33 +161,27 @@ def protein_table(ctx: dict) -> pd.DataFrame:
         s_im = pheno["imaging_score"].to_numpy()
         m = imaged & np.isfinite(s_im)
         table["r_imaging"], table["z_imaging"] = corr_columns(P, s_im, m)
-        table["r_nonimaging"], table["z_nonimaging"] = corr_columns(P, zs(pheno["nonimaging"].to_numpy()))
-        _, table["z_participation"] = partial_columns(P, imaged.astype(float), np.column_stack([Dc, y]))
-    # outcomes beyond severity: events early (years 0-5), late (after the landmark), incident disease
-    adj = np.column_stack([D, y, crude])
+        part = Adjusted(P, np.column_stack([Dc, y]))
+        _, table["z_participation"] = part.test(imaged.astype(float))
+        del part
+    # later disease and events beyond current severity
+    sev = Adjusted(P, np.column_stack([D, f]))
     for name, mask in (("early_event", None), ("late_event", out["late_at_risk"].to_numpy() > 0),
                        ("event", None)):
-        v = out[name].to_numpy(dtype=float)
-        _, table[f"z_{name}_beyond"] = partial_columns(P, v, adj, mask)
-    table["r_event"], table["z_event"] = corr_columns(P, out["event"].to_numpy(dtype=float))
-    _, table["z_event_adj"] = partial_columns(P, out["event"].to_numpy(dtype=float), D)
-    # How much of each protein the measured risk factors explain (confounding needs a strong one).
-    for name in ("age", "bmi", "smoking", "activity"):
-        if name in cov:
-            v = cov[name].to_numpy(dtype=float)
-            v = np.where(np.isfinite(v), v, np.nanmedian(v))
-            table[f"r_{name}"], table[f"z_{name}"] = corr_columns(P, v)
+        _, table[f"z_{name}_beyond"] = sev.test(out[name].to_numpy(dtype=float), mask)
     if "hf_incident" in out:
         m = out["hf_prevalent"].to_numpy() == 0
         v = out["hf_incident"].to_numpy(dtype=float)
-        _, table["z_hf_beyond"] = partial_columns(P, v, adj, m)
+        b_obs, z_obs = sev.test(v, m)
+        table["z_hf_beyond"] = z_obs
         table["r_hf_incident"], table["z_hf_incident"] = corr_columns(P, v, m)
-        table["z_forward"] = forward_information(P, pheno["phenotype"].to_numpy(), v, D, m)
+        table["z_forward"] = forward_information(P, f, v, D, m, b_obs, z_obs)
+    del sev
     if "imaging_v2" in pheno and pheno["imaging_v2"].notna().sum() > 50:
         v2 = pheno["imaging_v2"].to_numpy()
         m = np.isfinite(v2) & np.isfinite(pheno["imaging_score"].to_numpy())
         base = np.nan_to_num(pheno["imaging_score"].to_numpy())
-        _, table["z_v2_beyond"] = partial_columns(P, v2, np.column_stack([D, base, y]), m)
+        _, table["z_v2_beyond"] = partial_columns(P[m], v2[m], np.column_stack([D, base, y])[m])
         table["r_v2"], table["z_v2"] = corr_columns(P, v2, m)
 
     # -- genetics
@@ -180,7 +227,8 @@ def protein_table(ctx: dict) -> pd.DataFrame:
     return table
 
 
-def forward_information(P: np.ndarray, f: np.ndarray, H: np.ndarray, D: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def forward_information(P: np.ndarray, f: np.ndarray, H: np.ndarray, D: np.ndarray, mask: np.ndarray,
+                        b_obs: np.ndarray, z_obs: np.ndarray) -> np.ndarray:
     """z of each protein's association with later disease beyond what a marker of current
     disease would show.
 
@@ -190,20 +238,16 @@ def forward_information(P: np.ndarray, f: np.ndarray, H: np.ndarray, D: np.ndarr
     predicts later disease H (slope gamma on L) through the severity f misses:
     b = gamma alpha (1 - R) / (1 - alpha^2 R), with gamma = cov(H, f) / R.  A protein
     that carries information about the disease's course beyond current severity (a
-    delayed cause, a marker of the late process) exceeds that: z = (b_obs - b) / SE.
+    delayed cause, a marker of the late process) exceeds that.  ``b_obs`` and ``z_obs``
+    are the observed partial regressions of H on each protein given D and f.
     """
     from .stats import ols
 
-    f = np.asarray(f, dtype=float)
-    f = np.where(np.isfinite(f), f, np.nanmean(f))
     R = float(np.clip(np.var(f), 0.05, 0.95))
-    Hm, fm, Dm = H[mask], f[mask], D[mask]
-    beta, _ = ols(Hm, np.column_stack([Dm, fm]))
+    beta, _ = ols(H[mask], np.column_stack([D[mask], f[mask]]))
     gamma = beta[-1]  # cov(H, f) / var(f) = gamma R / R
-    Pz = zs(P)
-    alpha = (Pz.T @ (f - f.mean())) / len(f) / R
+    alpha = (P.T @ (f - f.mean()).astype(P.dtype)).astype(float) / len(f) / R
     b_pred = gamma * alpha * (1 - R) / np.clip(1 - alpha ** 2 * R, 1e-3, None)
-    b_obs, z_obs = partial_columns(Pz, H, np.column_stack([D, f]), mask)
     se = np.abs(b_obs / np.where(z_obs == 0, np.nan, z_obs))
     return (b_obs - b_pred) / se
 
