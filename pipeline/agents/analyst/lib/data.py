@@ -49,7 +49,12 @@ def load_covariates(release: str) -> pd.DataFrame:
     """Covariates with readable names; sentinel codes and implausible values as NaN."""
     raw = read_table(release, "covariates.parquet")
     dictionary_path = os.path.join(release, "data_dictionary.tsv")
-    dictionary = pd.read_csv(dictionary_path, sep="\t") if os.path.exists(dictionary_path) else pd.DataFrame()
+    dictionary = pd.read_csv(dictionary_path, sep="\t", dtype=str, keep_default_na=False) \
+        if os.path.exists(dictionary_path) else pd.DataFrame()
+    if "table" in dictionary:
+        # A dictionary of every released table: the covariates' own rows first.
+        dictionary = pd.concat([dictionary[dictionary["table"] == "covariates"],
+                                dictionary[dictionary["table"] != "covariates"]])
     out = pd.DataFrame(index=raw.index)
     used = set()
     for name, keys in COVARIATE_KEYS:
@@ -60,7 +65,7 @@ def load_covariates(release: str) -> pd.DataFrame:
                 column = raw[field]
                 if name != "date":
                     column = pd.to_numeric(column, errors="coerce").astype(float)
-                    for code in sentinel_codes(row.get("coding", "")):
+                    for code in sentinel_codes(str(row.get("coding", "")) + " " + str(row.get("sentinel_codes", ""))):
                         column = column.mask(column == code)
                 out[name] = column
                 used.add(field)
