@@ -200,7 +200,10 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
     # A delayed effect shows in later disease more than in the early years' events; a marker
     # that raises event risk from the start (a harmful surrogate) shows the reverse.
     early_ok = fwd.abs() > table["z_early_event_beyond"].fillna(0).abs()
-    delayed = [q for q in table.index[fwd_flag & early_ok] if q not in verdict]
+    # ... and it is an excess: later disease follows the protein more than a marker of current
+    # disease would, not less (a current-disease marker can fall short of its prediction).
+    excess = np.sign(fwd) == np.sign(table["z_hf_beyond"].fillna(0)) if "z_hf_beyond" in table else fwd != fwd
+    delayed = [q for q in table.index[fwd_flag & early_ok & excess] if q not in verdict]
 
     # 4. Observational standouts without genetic support.
     obs_flag = table["z_obs_flag"]
