@@ -203,7 +203,10 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
     # ... and it is an excess: later disease follows the protein more than a marker of current
     # disease would, not less (a current-disease marker can fall short of its prediction).
     excess = np.sign(fwd) == np.sign(table["z_hf_beyond"].fillna(0)) if "z_hf_beyond" in table else fwd != fwd
-    delayed = [q for q in table.index[fwd_flag & early_ok & excess] if q not in verdict]
+    # A delayed effect is weak at baseline by definition: an observational standout that runs
+    # ahead of current severity is a marker of the late course (below), not a delayed cause.
+    quiet = ~table["z_obs_flag"]
+    delayed = [q for q in table.index[fwd_flag & early_ok & excess & quiet] if q not in verdict]
 
     # 4. Observational standouts without genetic support.
     obs_flag = table["z_obs_flag"]
@@ -327,6 +330,12 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
             untested = [m for m in pair["members"] if m not in tested]
             if len(untested) >= 2:
                 claims["abstentions"].append({"molecules": untested[:5], "reason": _pair_reason(pair)})
+            elif len(untested) == 1 and not tested and pair["kind"] == "delayed":
+                # A delayed candidate with no marker to confuse it with: the forward evidence stands.
+                m = untested[0]
+                claims["nominated"].append(m)
+                claims["directions"][m] = verdict.get(m, {}).get("direction", "unknown")
+                claims["outcome_alignment"][m] = "unknown"
             elif len(untested) == 1 and tested:
                 # The tested members showed nothing: by elimination the signal is the last one's.
                 m = untested[0]
