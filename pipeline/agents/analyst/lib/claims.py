@@ -224,11 +224,15 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             and not (abs(row["mr_z"]) > z_ko and np.sign(row["mr"]) == np.sign(row["r_obs"]))
         (reverse_like if (genetic_null or downstream) else inconclusive).append(prot)
     ahead_of = reverse_like + inconclusive
+    followers: list = []
     if (delayed and ahead_of) or len(reverse_like) >= 2:
         # With a delayed effect at work, or when several proteins follow disease, one of them may
         # mark the late course rather than current disease: the one whose association runs
-        # furthest ahead of current severity.
-        ahead = max(ahead_of if delayed else reverse_like, key=lambda q: fwd[q] * np.sign(table.at[q, "r_obs"]))
+        # furthest ahead of current severity is the best guess (the others, rejected below as
+        # following current disease, stay in the delayed set: the guess can be wrong).
+        followers = sorted(ahead_of if delayed else reverse_like,
+                           key=lambda q: -fwd[q] * np.sign(table.at[q, "r_obs"]))
+        ahead = followers[0]
         row = table.loc[ahead]
         put(ahead, "late_marker", f"strong association (r {row['r_obs']:.3f}) with no genetic support; of such "
             f"proteins it runs furthest ahead of current severity (forward z {fwd[ahead]:.1f}), so it may mark the "
@@ -268,7 +272,7 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
     adjusted_bulk = table["z_obs_e"].abs() < zs_
     for prot in table.index[driven & (change > z_rk) & adjusted_bulk]:
         row = table.loc[prot]
-        if prot in verdict or (strong[prot] and row["mr_p"] <= ALPHA):
+        if prot in verdict or row["mr_sig"]:
             continue
         put(prot, "confounding", f"{driver_of[prot]} drives it (r {row['r_' + driver_of[prot]]:.2f}, an outlier in the "
             f"proteome); its crude association with disease (severity z {row['z_crude']:.1f}, events z "
@@ -282,7 +286,7 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             if prot in verdict:
                 continue
             # Unrelated to disease outside the imaged: no more associated than an ordinary protein.
-            unrelated = abs(row["z_nonimaging_e"]) < zs_ and (not strong[prot] or row["mr_p"] > ALPHA)
+            unrelated = abs(row["z_nonimaging_e"]) < zs_ and not row["mr_sig"]
             if unrelated:
                 put(prot, "selection", f"it predicts who was imaged (z {row['z_participation']:.1f}) beyond age, BMI, "
                     f"centre, ancestry and severity, and is no more related to disease than an ordinary protein "
@@ -297,7 +301,7 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             direction="inhibit" if fwd[prot] > 0 else "activate")
 
     pairs = [{"kind": "shared_locus", "members": g} for g in shared_sets]
-    late_markers = [q for q, v in verdict.items() if v["label"] == "late_marker"]
+    late_markers = followers
     delayed_cands = [q for q, v in verdict.items() if v["label"] == "delayed_candidate"]
     if delayed_cands:
         pairs.append({"kind": "delayed", "members": (delayed_cands + late_markers)[:5], "candidates": delayed_cands})
