@@ -2,6 +2,7 @@
 a role, a latent value or a hidden parameter (SPEC sections 3, 5 and 6).
 
     python -m pipeline.audit <world_dir> [--against <other_world_dir>] [--json]
+    python -m pipeline.audit --tells <dir holding built worlds> [--json-out FILE]   (pipeline.tells.scan)
 
 ``audit(world_dir, against=None) -> dict`` returns the report; the CLI prints a
 table of findings and exits 1 when any fails.  ``sealed/`` is read only to know
@@ -1265,7 +1266,7 @@ def check_manifest_contents(rel: Release) -> Finding:
         return Finding("manifest_contents", False, "no MANIFEST.json: the release is incomplete")
     doc = json.load(open(path))
     problems = [f"unexpected key {k!r}" for k in sorted(set(doc) - _MANIFEST_KEYS)]
-    problems += [f"missing key {k!r}" for k in sorted({"files", "created", "generator_version"} - set(doc))]
+    problems += [f"missing key {k!r}" for k in sorted({"files", "generator_version"} - set(doc))]
     for f in doc.get("files", []):
         extra = set(f) - {"path", "size", "sha256"}
         if extra:
@@ -1274,7 +1275,8 @@ def check_manifest_contents(rel: Release) -> Finding:
         problems.append(f"bundle is {doc.get('bundle')!r}, not 'release'")
     if "scale" in doc and not re.fullmatch(r"[a-z0-9_-]{1,32}", str(doc["scale"])):
         problems.append(f"scale {doc['scale']!r} is not a scale name")
-    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d([+-]\d\d:\d\d|Z)?", str(doc.get("created", ""))):
+    # created is present only when the build ran with SOURCE_DATE_EPOCH (reproducible builds)
+    if "created" in doc and not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d([+-]\d\d:\d\d|Z)?", str(doc["created"])):
         problems.append(f"created {doc.get('created')!r} is not an ISO timestamp")
     for k in ("generator_version", "format_version"):
         if k in doc and not re.fullmatch(r"[0-9A-Za-z.+-]{1,32}", str(doc[k])):
@@ -1781,6 +1783,11 @@ def format_table(report: dict) -> str:
 
 
 def main(argv: list | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--tells" in argv:  # the cross-world tell scan (pipeline.tells) has its own options
+        from .tells.scan import main as tells_main
+
+        return tells_main([a for a in argv if a != "--tells"])
     ap = argparse.ArgumentParser(prog="python -m pipeline.audit", description=__doc__.split("\n\n")[0])
     ap.add_argument("world_dir", help="a built world: <out>/<id> holding release/ and sealed/")
     ap.add_argument("--against", help="the same world built with another world.roles_salt (role-shuffle invariance)")

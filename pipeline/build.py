@@ -9,17 +9,19 @@ writers -> manifests (release last).
 from __future__ import annotations
 
 import functools
+import os
 import posixpath
 import sys
 import time
 from collections import deque
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from . import blocks, config
+from . import blocks, buildrecord, config, preflight
 from .executor import log, make_executor
-from .timing import merge
+from .timing import Progress, merge
 from .manifest import MANIFEST, build_manifest
 from .modalities import clinical, cohort as cohort_mod, measurement, phenotypes
 from .outputs import Output
@@ -31,29 +33,47 @@ GENOTYPE_VARIANT_CHUNK = 256  # variants per genotype-store chunk (part of the f
 VCF_CHUNK = 256  # records per independently compressed VCF chunk (part of the format)
 
 
-class Progress:
-    """Per-stage progress and wall time on stderr; the timings feed scripts/bench.py."""
+class _Tracked:
+    """The executor as the build's stages see it: every submitted task is
+    counted in the current stage's progress (tasks done / submitted)."""
 
-    def __init__(self, world_id: str, enabled: bool = True):
-        self.world_id = world_id
-        self.enabled = enabled
-        self.stages: dict = {}
-        self._t = None
-        self._name = None
+    def __init__(self, executor, progress: Progress):
+        self._executor, self._progress = executor, progress
 
-    def start(self, name: str) -> None:
-        self.stop()
-        self._name, self._t = name, time.perf_counter()
-        if self.enabled:
-            log(f"[{self.world_id}] {name} ...")
+    def submit(self, fn, *args, **kwargs):
+        future = self._executor.submit(fn, *args, **kwargs)
+        self._progress.track(future)
+        return future
 
-    def stop(self) -> None:
-        if self._name is not None:
-            dt = time.perf_counter() - self._t
-            self.stages[self._name] = self.stages.get(self._name, 0.0) + dt
-            if self.enabled:
-                log(f"[{self.world_id}] {self._name} done in {dt:.1f}s")
-        self._name = None
+    def __getattr__(self, name):
+        return getattr(self._executor, name)
+
+
+def folder_size(output) -> Callable[[], int]:
+    """A function returning the bytes under the world's folder (work files included)."""
+    if output.protocol in ("file", "local"):
+        root = output.root
+
+        def local() -> int:
+            total = 0
+            stack = [root]
+            while stack:
+                try:
+                    entries = list(os.scandir(stack.pop()))
+                except FileNotFoundError:
+                    continue
+                for e in entries:
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(e.path)
+                        else:
+                            total += e.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:  # renamed from .wip or removed meanwhile
+                        pass
+            return total
+
+        return local
+    return lambda: output.fs.du(output.root, total=True) if output.exists(output.root) else 0
 
 
 def windowed_map(executor, fn, tasks, window: int = 8):
@@ -106,7 +126,9 @@ def _per_block_context(world, coh, v2cov) -> dict:
         k0, k1 = np.searchsorted(v2_global, [lo, hi])
         ctx[b] = {
             "special": {p: v[lo:hi] for p, v in coh.special.items()},
-            "special_v2": {p: v[k0:k1] for p, v in coh.special_v2.items()},
+            "special_tr": {p: v[lo:hi] for p, v in coh.special_tr.items()},
+            "special_v2_path": {p: v[k0:k1] for p, v in coh.special_v2_path.items()},
+            "special_v2_eps": {p: v[k0:k1] for p, v in coh.special_v2_eps.items()},
             "visit2_rows": rows,
             "visit2_years": coh.visit2_years[lo:hi][rows],
             "visit2_bmi": v2cov["bmi"][lo:hi][rows],
@@ -114,18 +136,24 @@ def _per_block_context(world, coh, v2cov) -> dict:
     return ctx
 
 
-def build(resolved: config.Resolved, executor=None, progress: bool = True) -> dict:
+def build(resolved: config.Resolved, executor=None, progress: bool = True, live: bool | None = None) -> dict:
+    """Build one world.  Machine checks (``pipeline.preflight``) run first, before
+    any compute; ``executor`` is shared when given (a panel, a multirun) and made
+    from ``cluster`` otherwise.  ``progress`` prints per-stage progress on stderr
+    (``live``: one rewritten line per stage; default: when stderr is a terminal).
+    Writes ``<out>/<id>/build-record.json`` beside the bundle."""
     cfg = resolved.cfg
-    t_start = time.perf_counter()
-    prog = Progress(cfg.world.id, progress)
+    own_executor = executor is None
+    preflight.check(resolved, own_executor=own_executor)
+    t_start, wall0, cpu0 = time.perf_counter(), time.time(), time.process_time()
+    output = Output(cfg.out, cfg.world.id)
+    prog = Progress(cfg.world.id, progress, size_fn=folder_size(output), live=live)
     prog.start("sample")
     world = sample_world(resolved)
-    output = Output(cfg.out, world.id)
-    own_executor = executor is None
     if own_executor:
-        if cfg.cluster.kind == "address" and not output.shared_between_processes:
-            raise config.ConfigError(f"out: {cfg.out!r} lives inside this process; valid with cluster=address: a shared filesystem URL")
-        executor = make_executor(cfg.cluster, processes=output.shared_between_processes)
+        executor = make_executor(cfg.cluster, processes=output.shared_between_processes, announce=progress)
+    n_workers = executor.n_workers
+    executor = _Tracked(executor, prog)
     try:
         # A rebuild starts by withdrawing the manifests, so nothing half-built looks complete.
         output.rm(posixpath.join(output.release, MANIFEST))
@@ -171,6 +199,7 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
             "transcript_mean": coh.transcript_mean, "transcript_sd": coh.transcript_sd,
             "metabolite_mean": coh.metabolite_mean, "metabolite_sd": coh.metabolite_sd,
             "measure": measurement.apply,
+            "special_moments": coh.extras["special_moments"],
             "t9_moments": (measurement.t9_moments(world, coh.proteins[world.roles.decoys["T9"]], coh.pop["centre"])
                            if world.t9_centre is not None else None),
         }
@@ -250,7 +279,9 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
                                   extra={"bundle": "release", "scale": str(cfg.scale.name)})
         output.write_json(posixpath.join(output.release, MANIFEST), manifest)
         prog.stop()
+        record = buildrecord.write(output, buildrecord.make(resolved, output, prog, timings, n_workers, wall0, cpu0, manifest))
     finally:
+        prog.stop()
         if own_executor:
             executor.close()
     return {
@@ -262,6 +293,7 @@ def build(resolved: config.Resolved, executor=None, progress: bool = True) -> di
         "task_seconds": timings,
         "bytes": manifest["total_bytes"],
         "files": manifest["n_files"],
+        "record": record,
     }
 
 
@@ -332,23 +364,36 @@ def _write_dictionary(output, world) -> None:
     output.write_text(posixpath.join(output.release, "data_dictionary.md"), render_markdown(world))
 
 
-def main(argv: list | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help") for a in argv):
-        print(__doc__)
-        print("overrides: world=<id> scale=tiny|small|paper|biobank out=<url> cluster=local|sync|address "
-              f"release=<{'|'.join(config.group_options('release'))}>  worlds: {', '.join(config.group_options('world'))}")
-        return 0
-    try:
-        resolved = config.load(argv)
-    except config.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    summary = build(resolved, progress=bool(resolved.cfg.cluster.progress))
+def _prepare(overrides: list) -> config.Resolved:
+    return config.load(overrides)
+
+
+def _check(plans: list) -> None:
+    # a multirun's builds run one after another on one cluster: the scheduler is tried once
+    preflight.check_all(plans)
+
+
+def _task(cfg) -> int:
+    """One build from Hydra's composed config (the task function of the app)."""
+    from . import cli
+
+    resolved = config.validate(cfg, config.read_seed_file(cfg.seeds))
+    progress = bool(resolved.cfg.cluster.progress)
+    output = Output(resolved.cfg.out, resolved.cfg.world.id)
+    executor = cli.SESSION.executor_for(resolved.cfg.cluster, processes=output.shared_between_processes, announce=progress)
+    summary = build(resolved, executor=executor, progress=progress)
     log(f"built {summary['world']}: {summary['files']} files, {summary['bytes'] / 1e6:.1f} MB in {summary['seconds']:.1f}s")
     log(f"  release: {summary['release']}")
     log(f"  sealed:  {summary['sealed']}")
+    log(f"  record:  {summary['record']}")
     return 0
+
+
+def main(argv: list | None = None) -> int:
+    """``python -m pipeline.build`` as a Hydra app (see ``pipeline.cli``)."""
+    from . import cli
+
+    return cli.run(cli.App("pipeline.build", "config", _prepare, _check, _task), argv)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from typing import Any, Callable, Iterable
 
 
@@ -16,6 +17,9 @@ class SyncFuture:
         self._fn, self._args, self._kwargs = fn, args, kwargs
         self._done = False
         self._value = None
+
+    def done(self) -> bool:
+        return self._done
 
     def result(self):
         if not self._done:
@@ -120,33 +124,70 @@ def _silence_distributed_logs():
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def make_executor(cluster_cfg, processes: bool = True) -> Any:
+SCHEDULER_TIMEOUT = "10s"  #: how long a client waits for cluster.address before the build is refused
+
+
+def dashboard_link(client, address: str | None) -> str | None:
+    """The dashboard's URL.  Built from the port the scheduler reports, because
+    distributed's own link names the scheduler's host, which for a threaded
+    local cluster is the machine's external address, not where it listens."""
+    port = client.scheduler_info().get("services", {}).get("dashboard")
+    if not port:
+        return None
+    host = (address or "").rpartition(":")[0].strip("[]")
+    if address is None or host in ("", "0.0.0.0", "::"):
+        return client.dashboard_link
+    return f"http://{host}:{port}/status"
+
+
+def make_executor(cluster_cfg, processes: bool = True, announce: bool | None = None) -> Any:
     """Build the executor for ``cluster_cfg`` (the ``cluster`` config group).
     ``processes=False`` runs the local cluster's workers as threads (needed when
-    the output filesystem lives inside this process, as memory:// does)."""
+    the output filesystem lives inside this process, as memory:// does).
+    ``announce`` prints the Dask dashboard's link on stderr (default: when
+    ``cluster.progress`` is on)."""
     kind = cluster_cfg.kind
+    if announce is None:
+        announce = bool(cluster_cfg.get("progress", True))
     if kind == "sync":
         return SyncExecutor()
     _silence_distributed_logs()
     from distributed import Client, LocalCluster
 
     if kind == "address":
-        client = Client(cluster_cfg.address, timeout="30s")
+        from .config import ConfigError
+
+        try:
+            client = Client(cluster_cfg.address, timeout=SCHEDULER_TIMEOUT)
+        except (OSError, TimeoutError) as exc:
+            raise ConfigError(f"cluster.address: no scheduler answered at {cluster_cfg.address} within {SCHEDULER_TIMEOUT} "
+                              f"({type(exc).__name__}); valid: the address a running `dask scheduler` prints") from None
+        if announce:
+            link = client.dashboard_link
+            log(f"dask: joined {cluster_cfg.address} ({len(client.scheduler_info().get('workers', {}))} workers); dashboard {link}")
         return DaskExecutor(client)
     n_workers = cluster_cfg.n_workers or max(1, os.cpu_count() or 1)
-    cluster = LocalCluster(
-        n_workers=n_workers,
-        threads_per_worker=int(cluster_cfg.threads_per_worker),
-        processes=processes,
-        memory_limit=cluster_cfg.memory_limit,
-        dashboard_address=None,
-        silence_logs=40,
-        # Parallelism comes from the workers: each task's Numba kernels run on
-        # threads_per_worker threads (set per task, see _numba_threads), so N
-        # workers use N cores and adding workers scales the build.
-        **({} if not processes else {"env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}),
-    )
+    dashboard = cluster_cfg.get("dashboard_address")
+    with warnings.catch_warnings():
+        # "Port 8787 is already in use ... on port N instead": the link printed below has the real port
+        warnings.filterwarnings("ignore", message="Port .* is already in use")
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=int(cluster_cfg.threads_per_worker),
+            processes=processes,
+            memory_limit=cluster_cfg.memory_limit,
+            dashboard_address=dashboard,
+            silence_logs=40,
+            # Parallelism comes from the workers: each task's Numba kernels run on
+            # threads_per_worker threads (set per task, see _numba_threads), so N
+            # workers use N cores and adding workers scales the build.
+            **({} if not processes else {"env": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}),
+        )
     client = Client(cluster)
+    if announce:
+        link = dashboard_link(client, dashboard) if dashboard else None
+        log(f"dask: local cluster of {n_workers} worker {'processes' if processes else 'threads'}; "
+            + (f"dashboard {link}" if link else "no dashboard (cluster.dashboard_address=null)"))
     return DaskExecutor(client, owns_cluster=cluster, numba_threads=int(cluster_cfg.threads_per_worker))
 
 

@@ -2,18 +2,39 @@
 
 A release (or sealed bundle) without its manifest is incomplete.  The release
 manifest carries the generator version, the format version and the scale name,
-and nothing that reveals the truth or the seed.
+and nothing that reveals the truth or the seed.  It carries no wall-clock time,
+so two builds of one config are byte-identical manifests included; the
+reproducible-builds convention ``SOURCE_DATE_EPOCH`` adds a ``created`` time on
+request.  What varies between runs (timings, host, workers) goes in the build
+record beside the bundle (``pipeline.buildrecord``).
 """
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import os
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
 
 from . import FORMAT_VERSION, __version__
 
 MANIFEST = "MANIFEST.json"
+
+
+def source_date(environ=None) -> str | None:
+    """``SOURCE_DATE_EPOCH`` (https://reproducible-builds.org/specs/source-date-epoch/)
+    as an ISO 8601 UTC time, or None when it is unset.  A malformed value is an
+    error, as the specification asks, rather than silently ignored."""
+    value = (os.environ if environ is None else environ).get("SOURCE_DATE_EPOCH")
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise ValueError(f"SOURCE_DATE_EPOCH: {value!r} is not a time; valid: a non-negative integer of seconds since 1970-01-01 UTC")
+    try:
+        when = _dt.datetime.fromtimestamp(int(value), _dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"SOURCE_DATE_EPOCH: {value} is out of range; valid: seconds since 1970-01-01 UTC up to year 9999") from None
+    return when.isoformat()
 
 
 def _hash_file(fs, path: str) -> tuple:
@@ -50,11 +71,13 @@ def build_manifest(output, root: str, known: dict | None = None, extra: dict | N
         "generator": "drugtargetworld",
         "generator_version": __version__,
         "format_version": FORMAT_VERSION,
-        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "n_files": len(files),
         "total_bytes": sum(f["size"] for f in files),
         "files": files,
     }
+    created = source_date()
+    if created is not None:
+        doc["created"] = created
     doc.update(extra or {})
     return doc
 

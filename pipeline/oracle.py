@@ -73,8 +73,8 @@ from typing import Any, Mapping, Optional, Union
 import numpy as np
 
 from . import seeds
+from .paths import SCHEMA_DIR
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 ORACLE_SCHEMA = SCHEMA_DIR / "oracle.schema.json"
 EXPERIMENT_SCHEMA = SCHEMA_DIR / "experiment.schema.json"
 
@@ -206,7 +206,7 @@ def _load_schema(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise OracleError(f"{path}: JSON Schema missing; the oracle needs the repository's schemas/ folder") from None
+        raise OracleError(f"{path}: JSON Schema missing; the oracle needs the package's schemas/ folder") from None
 
 
 def _validate_schema(data: Any) -> None:

@@ -16,6 +16,7 @@ import posixpath
 import numpy as np
 
 from .modalities import molecules
+from .modalities.cohort import special_raw
 from .modalities.population import population_block
 from .outputs import Output
 from .timing import StageTimer
@@ -61,6 +62,7 @@ def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> lis
     out = []
     parts = Partitions(Output(out_url, world.id), "core")
     tracked = world.tracked_proteins()
+    special = np.array(sorted(world.special_proteins().values()), dtype=np.int64)
     for b in block_ids:
         cached = parts.load(b)
         if cached is not None:
@@ -84,6 +86,7 @@ def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> lis
         dosage = hap[:, 0, :] + hap[:, 1, :]
         mol = molecules.BlockMolecules(world, b, pop, dosage)
         prot = mol.proteins_raw()
+        tr = mol.transcripts_raw()
         poly = molecules.dot(molecules.standardised_genotypes(world, dosage, world.polygenic_variants), world.polygenic_effects[:, None])[:, 0]
         rec = dict(
             block=b, pop=pop,
@@ -92,8 +95,13 @@ def core_task(world, block_ids: list, geno_url: str | None, out_url: str) -> lis
             g_direct=molecules.standardised_genotypes(world, dosage, np.array([world.direct_variant]))[:, 0],
             g_poly=poly,
             m_prot=molecules.moments(prot),
-            m_tr=molecules.moments(mol.transcripts_raw()),
+            m_tr=molecules.moments(tr),
             m_met=molecules.moments(mol.metabolites_raw()),
+            # what the bias equations replace the ordinary value with needs the
+            # residual draws, and their transcripts the transcript's own part
+            special_resid=mol.protein_resid[:, special],
+            special_tr_own=tr[:, special] - world.transcript_concordance[special] * mol.protein_bio[:, special],
+            t4_abundance=mol.t4_abundance_raw() if world.t4_coregulated else None,
         )
         timer.lap("molecules")
         parts.save(b, pickle.dumps(rec, protocol=5))
@@ -141,11 +149,18 @@ def omics_task(world, block_ids: list, shared: dict, per_block: dict, out_url: s
         for p, vals in ctx["special"].items():
             prot[:, p] = vals
         tr = (mol.transcripts_raw() - shared["transcript_mean"]) / shared["transcript_sd"]
+        for p, vals in ctx["special_tr"].items():
+            tr[:, p] = vals
         met = (mol.metabolites_raw() - shared["metabolite_mean"]) / shared["metabolite_sd"]
         rows = ctx["visit2_rows"]
-        prot2 = (mol.proteins_visit2_raw(rows, ctx["visit2_years"], ctx["visit2_bmi"]) - shared["protein_mean"]) / shared["protein_sd"]
-        for p, vals in ctx["special_v2"].items():
-            prot2[:, p] = vals
+        prot2_raw, r2 = mol.proteins_visit2_raw(rows, ctx["visit2_years"], ctx["visit2_bmi"])
+        prot2 = (prot2_raw - shared["protein_mean"]) / shared["protein_sd"]
+        role_of = {p: role for role, p in world.special_proteins().items()}
+        for p, path in ctx["special_v2_path"].items():
+            g = mol.genotypes(world.protein_cis[[p]])[rows, 0]
+            raw2 = special_raw(world, role_of[p], p, prot2_raw[:, p], r2[:, p], ctx["special_v2_eps"][p], g, path)[0]
+            mean, sd = shared["special_moments"][p]
+            prot2[:, p] = (raw2 - mean) / sd
         timer.lap("molecules")
         measure = shared["measure"]
         prot = measure(world, b, prot, pop, "proteomics", t9=shared.get("t9_moments"))

@@ -14,19 +14,6 @@ from .world import ANCESTRY_CODES, CENTRE_CODES
 
 MET_MINUTES_PER_HOUR = 240.0  # moderate activity at 4 METs: hours/week -> MET-minutes/week
 
-COVARIATE_FIELDS = [
-    ("p31_i0", "Sex", "0 = female, 1 = male"),
-    ("p21003_i0", "Age when attended assessment centre", "years"),
-    ("p21001_i0", "Body mass index (BMI)", "kg/m2"),
-    ("p20116_i0", "Smoking status", "0 = never, 1 = current; -3 = prefer not to answer"),
-    ("p22040_i0", "Summed MET minutes per week for all activity", "MET-minutes/week; -1 = do not know"),
-    ("p54_i0", "UK Biobank assessment centre", "centre code (11010 ... 11021)"),
-    ("p21000_i0", "Ethnic background (top-level group)", "1 White, 2 Mixed, 3 Asian or Asian British, 4 Black or Black British, 5 Chinese, 6 Other; -3 = prefer not to answer"),
-    ("p53_i0", "Date of attending assessment centre", "date (YYYY-MM-DD)"),
-    ("imaged", "Participant has baseline cardiac MRI in imaging/", "bool"),
-    ("visit2", "Participant attended the repeat assessment about five years later", "bool"),
-]
-
 
 def _index(world) -> pd.Index:
     return pd.Index(world.subject_ids(), name="subject_id", dtype=object)
@@ -122,6 +109,7 @@ def targetability(world, rng) -> pd.DataFrame:
 
 
 def data_dictionary_tsv() -> str:
-    lines = ["field_id\tdescription\tcoding"]
-    lines += [f"{f}\t{d}\t{c}" for f, d, c in COVARIATE_FIELDS]
-    return "\n".join(lines) + "\n"
+    """``data_dictionary.tsv``: every released column (see :mod:`pipeline.data_dictionary`)."""
+    from .data_dictionary import render_tsv
+
+    return render_tsv()

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from .validation.core import WorldDir
+from .validation.core import WorldDir, format_console
 
 SECTIONS = ("calibration", "mechanisms", "imaging")
 
@@ -44,25 +44,8 @@ def run(world_dir: str, sections=SECTIONS) -> dict:
     }
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
 def print_table(report: dict, stream=sys.stdout) -> None:
-    rows = [("check", "measured", "target", "band", "ok")]
-    for c in report["checks"]:
-        lo, hi = c["lower"], c["upper"]
-        band = f"[{_fmt(lo)}, {_fmt(hi)}]" if (lo is not None or hi is not None) else "-"
-        ok = "skip" if c["skipped"] else ("PASS" if c["passed"] else "FAIL")
-        rows.append((f"{c['group']}: {c['name']}", _fmt(c["measured"]), _fmt(c["target"]), band, ok))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    for r in rows:
-        print("  ".join(s.ljust(w) for s, w in zip(r, widths)), file=stream)
-    print(f"{report['world_id']}: {report['n_checks']} checks, {report['n_failed']} failed", file=stream)
+    print(format_console(report), file=stream)
 
 
 def main(argv=None) -> int:

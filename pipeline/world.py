@@ -14,8 +14,8 @@ from typing import Optional
 
 import numpy as np
 
-from . import seeds
-from .config import BLOCK_SIZE, DECOY_MECHANISM, Resolved
+from . import ld, seeds
+from .config import BLOCK_SIZE, DECOY_MECHANISM, ConfigError, Resolved
 
 # GRCh38 autosome lengths: the variant map spreads over a human-sized genome so that
 # physical distances (and hence LD) are on a realistic scale.
@@ -47,6 +47,17 @@ ANCESTRY_BASE_P = np.array([0.86, 0.02, 0.05, 0.04, 0.01, 0.02])
 L_BMI, L_SMOKING, L_DIRECT, L_AGE = 0.15, 0.10, 0.12, 0.08
 # Late severity (S1.3): L_late = z[0.75 L + 0.35 sum w_late P].
 LATE_CARRY, LATE_DRIVERS = 0.75, 0.35
+# Cis loci (SPEC section 4): every protein's cis locus is its own (no other protein's
+# cis variant linked to it, r^2 > 0.05), except that a small share of ordinary proteins
+# come as co-regulated pairs (two assays of one abundance, one shared cis variant) and
+# another small share sit on or near another protein's locus.  Instruments that move L
+# (drivers' cis variants, the T7 variant, G_direct) are never shared or linked but by
+# the planted T4 partner; the shares are small so that this exclusion marks nothing.
+COREGULATED_FRACTION = 0.01  # of proteins, in co-regulated ordinary pairs
+LINKED_FRACTION = 0.01  # of proteins, placed on or in LD with another protein's locus
+# A co-regulated pair measures one abundance A with independent assay noise: of the
+# ordinary residual's variance (0.8^2) this share is A's, the rest each assay's own.
+COREGULATED_SHARED = 0.75
 # Cardiac hazard (S1.4 T8 form) and an age-driven non-cardiac Gompertz hazard.
 CARDIAC_BASE, CARDIAC_L, CARDIAC_AGE, CARDIAC_SMOKING, CARDIAC_BMI = 0.006, 0.70, 0.45, 0.35, 0.15
 # Calibrated once against S1.1's age distribution so that non-cardiac deaths are
@@ -124,6 +135,9 @@ class World:
     t9_centre: Optional[int]
     site_fields: Optional[np.ndarray]  # T5 parameters per imaging site
     oracle_key: str = ""
+    leaks: frozenset = frozenset()  # world.test_leaks (test-only builds)
+    coregulated: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.int64))  # [K, 2] (anchor, member)
+    cis_placement: dict = field(default_factory=dict)  # how the cis loci filled the genome (sealed)
     extras: dict = field(default_factory=dict)
 
     # -- identifiers ---------------------------------------------------------------
@@ -166,6 +180,16 @@ class World:
     def contig_starts(self) -> np.ndarray:
         """Index of the first variant of each contig, plus n_variants at the end."""
         return np.searchsorted(self.contig, np.arange(len(CONTIGS) + 1)).astype(np.int64)
+
+    def leaky(self, name: str) -> bool:
+        """Whether the test-only build restores the pre-issue-12 behaviour ``name``."""
+        return name in self.leaks
+
+    @property
+    def t4_coregulated(self) -> bool:
+        """The T4 pair measures one co-regulated abundance (SPEC T4 row)."""
+        r = self.roles
+        return r.t4_partner is not None and any(int(a) == r.t4_causal and int(m) == r.t4_partner for a, m in self.coregulated)
 
     def special_proteins(self) -> dict:
         """Proteins whose abundance does not follow the ordinary equation (role -> index)."""
@@ -237,6 +261,154 @@ def _near(position, contig, idx, window_bp):
     return mask
 
 
+def _instrument_strengths(rng, w, P: int, a9_causal: Optional[int], leaks: frozenset) -> np.ndarray:
+    """h2 per protein from a two-component mixture: most proteins U(cis_h2), a common
+    weak component U(cis_h2_weak) that the A9 driver always draws from, so a weak
+    instrument marks nothing (SPEC table: cis instrument strength)."""
+    main = rng.uniform(*w.cis_h2, P)
+    if "weak_instrument" in leaks:  # test-only: the A9 driver alone on a fixed, weakest h2
+        if a9_causal is not None:
+            main[a9_causal] = w.bias_params.A9.driver_h2
+        return main
+    weak = rng.uniform(*w.cis_h2_weak, P)
+    is_weak = rng.random(P) < w.cis_h2_weak_fraction
+    if a9_causal is not None:
+        is_weak[a9_causal] = True
+    return np.where(is_weak, weak, main)
+
+
+def _linked_to(variants, contig, position, af, decay_bp) -> np.ndarray:
+    """The given variants and every variant linked to one of them (r^2 > LINK_R2)."""
+    nb = ld.neighbourhoods(len(position), ld.linked_pairs(contig, position, af, decay_bp))
+    out = set(int(v) for v in variants)
+    for v in variants:
+        out.update(int(x) for x in nb[int(v)])
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def _loci_leaky(rng, V, P, n_master, poly_n, drivers, position, contig, t4_causal, t4_partner):
+    """The pre-issue-12 placement (test_leaks=cis_sharing): cis variants drawn with
+    replacement, linkage unconstrained except between drivers."""
+    master_variants = np.sort(rng.choice(V, size=n_master, replace=False))
+    pool = np.setdiff1d(np.arange(V), master_variants)
+    protein_cis = rng.choice(pool, size=P, replace=True).astype(np.int64)
+    for k in range(1, len(drivers)):
+        while np.any(_near(position, contig, [int(protein_cis[d]) for d in drivers[:k]], 100_000)[protein_cis[drivers[k]]]):
+            protein_cis[drivers[k]] = int(rng.choice(pool))
+    if t4_partner is not None:
+        protein_cis[t4_partner] = protein_cis[t4_causal]
+    direct_variant = int(rng.choice(pool))
+    polygenic = np.sort(rng.choice(pool, size=min(poly_n, len(pool)), replace=False))
+    return master_variants, protein_cis, direct_variant, polygenic, np.empty((0, 2), np.int64), {"mode": "test_leaks=cis_sharing"}
+
+
+def _loci(rng, V, P, n_master, poly_n, role_of, drivers, contig, position, af, decay_bp, t4_causal, t4_partner, t7):
+    """Cis variants of every protein (SPEC section 4, cis loci).
+
+    Units are placed in one random order, each on a variant drawn uniformly from those
+    linked (r^2 > LINK_R2) to no variant placed before, so a driver's locus is drawn
+    exactly as any other protein's.  A unit is one protein, a co-regulated ordinary
+    pair (one variant), a driver with its T4 partner, a master-regulator variant or
+    G_direct.  Then LINKED_FRACTION of the proteins that may share a locus (ordinary
+    ones and the decoys whose instrument moves nothing that matters) go on or next to
+    another such protein's locus.  If the genome runs out of unlinked loci, the units
+    left over are placed as linked ones too (an instrument that moves L evicts one
+    that does not), and ``placement`` records how full the genome was."""
+    nb = ld.neighbourhoods(V, ld.linked_pairs(contig, position, af, decay_bp))
+    role_set = set(role_of.values())
+    ordinary = rng.permutation(np.array([p for p in range(P) if p not in role_set], dtype=np.int64))
+    n_pairs = int(round(COREGULATED_FRACTION * P / 2))
+    pairs = ordinary[:2 * n_pairs].reshape(-1, 2)
+    may_share = np.sort(np.concatenate([ordinary[2 * n_pairs:],
+                                        [role_of[k] for k in ("T1", "T2", "T3", "T9", "A9_partner") if k in role_of]]).astype(np.int64))
+    n_linked = min(int(round(LINKED_FRACTION * P)), max(0, len(may_share) - 1))
+    linked = set(int(p) for p in rng.choice(may_share, size=n_linked, replace=False)) if n_linked else set()
+
+    # units: (kind, proteins); kind "move" for instruments that move L
+    units = [("master", ())] * n_master + [("direct", ())]
+    for d in drivers:
+        units.append(("move", (int(d), int(t4_partner)) if (t4_partner is not None and int(d) == t4_causal) else (int(d),)))
+    if t7 is not None:
+        units.append(("move", (int(t7),)))
+    units += [("share", (int(a), int(m))) for a, m in pairs]
+    fixed = set(p for _, ps in units for p in ps)
+    units += [("share", (p,)) for p in range(P) if p not in fixed and p not in linked]
+    order = rng.permutation(len(units))
+
+    claims = [set() for _ in range(V)]  # groups whose placed variants a variant is linked to (or is)
+    free = np.ones(V, dtype=bool)
+    variant_of = {}
+    overflow = []
+
+    def claim(v, g):
+        for x in (v, *nb[v]):
+            claims[x].add(g)
+            free[x] = False
+
+    for g in order:
+        kind, _ = units[g]
+        cand = np.flatnonzero(free)
+        if cand.size == 0:
+            evictable = [h for h in variant_of if units[h][0] == "share" and len(units[h][1]) == 1]
+            if kind == "share" or not evictable:
+                if kind != "share":
+                    raise ConfigError(f"scale.variants: {V} variants hold too few unlinked cis loci for the instruments that move L; "
+                                      "valid: more variants")
+                overflow.append(g)
+                continue
+            h = evictable[int(rng.integers(len(evictable)))]  # an instrument that moves L takes a locus that does not
+            v = variant_of.pop(h)
+            for x in (v, *nb[v]):
+                claims[x].discard(h)
+            overflow.append(h)
+        else:
+            v = int(cand[rng.integers(cand.size)])
+        variant_of[g] = v
+        claim(v, g)
+    n_private = len(variant_of)
+
+    # proteins on or next to another locus: a placed unit that may share is the anchor
+    anchors = sorted(h for h in variant_of if units[h][0] == "share")
+    placed_linked = 0
+    for item in sorted(linked) + [("unit", g) for g in overflow]:
+        if isinstance(item, tuple):
+            g = item[1]
+        else:
+            g = len(units)
+            units.append(("share", (item,)))
+        a = anchors[int(rng.integers(len(anchors)))]
+        va = variant_of[a]
+        options = [x for x in (va, *nb[va]) if claims[x] <= {a}]
+        v = int(options[int(rng.integers(len(options)))])
+        variant_of[g] = v
+        claim(v, a)
+        placed_linked += 1
+
+    protein_cis = np.full(P, -1, dtype=np.int64)
+    for g, v in variant_of.items():
+        for p in units[g][1]:
+            protein_cis[p] = v
+    masters = np.sort([variant_of[g] for g in range(len(units)) if g in variant_of and units[g][0] == "master"]).astype(np.int64)
+    direct = next(variant_of[g] for g in variant_of if units[g][0] == "direct")
+    # the hard worlds' polygenic background sits on loci no protein's instrument reaches
+    spare = np.flatnonzero(free)
+    if spare.size == 0:
+        spare = np.array([x for x in range(V) if not any(units[h][0] in ("move", "direct") for h in claims[x])])
+    polygenic = np.sort(rng.choice(spare, size=min(poly_n, spare.size), replace=False)).astype(np.int64)
+    # how full the genome is: loci placed against those placed plus those still placeable
+    still = free.copy()
+    spare_loci = 0
+    for x in np.flatnonzero(free):
+        if still[x]:
+            spare_loci += 1
+            still[x] = False
+            still[nb[x]] = False
+    placement = {"private_loci": n_private, "linked_placements": placed_linked, "overflow": len(overflow),
+                 "coregulated_pairs": int(len(pairs)), "free_variants": int(free.sum()), "spare_loci": spare_loci,
+                 "fill": round(n_private / (n_private + spare_loci), 4), "variants": int(V)}
+    return masters, protein_cis, int(direct), polygenic, pairs.astype(np.int64), placement
+
+
 def sample_world(resolved: Resolved) -> World:
     cfg = resolved.cfg
     w, s = cfg.world, cfg.scale
@@ -300,49 +472,58 @@ def sample_world(resolved: Resolved) -> World:
     roles = Roles(drivers, weights, weights_late, delayed, decoys, t4_partner, t4_causal, a9_partner, a9_causal, surrogate, interaction)
 
     # ---- instruments ----------------------------------------------------------------
+    leaks = frozenset(str(x) for x in w.test_leaks)
     irng = seeds.stream(seed, "world/instruments")
     n_master = max(2, int(round(V / 800)))
-    all_idx = np.arange(V)
-    master_variants = np.sort(irng.choice(V, size=n_master, replace=False))
-    pool = np.setdiff1d(all_idx, master_variants)
-    # Every protein, role or not, draws its cis locus the same way (with replacement
-    # from the non-master variants), so shared loci and LD neighbourhoods occur as
-    # often around a role protein as around any other and mark nothing.  The only
-    # constraints: drivers do not share a locus with each other (their effects would
-    # be unidentifiable even with experiments), and in T4 worlds the partner takes
-    # its driver's variant.
-    protein_cis = irng.choice(pool, size=P, replace=True).astype(np.int64)
-    for k in range(1, len(drivers)):
-        while np.any(_near(position, contig, [int(protein_cis[d]) for d in drivers[:k]], 100_000)[protein_cis[drivers[k]]]):
-            protein_cis[drivers[k]] = int(irng.choice(pool))
-    if t4_partner is not None and w.bias_params.T4.shared:
-        protein_cis[t4_partner] = protein_cis[t4_causal]
-    direct_variant = int(irng.choice(pool))
-    ordinary_pool = pool
-    h_lo, h_hi = w.cis_h2
-    protein_h2 = irng.uniform(h_lo, h_hi, P)
-    if a9_causal is not None:
-        protein_h2[a9_causal] = w.bias_params.A9.driver_h2
+    poly_n = min(int(w.bias_params.hard.polygenic_variants), max(1, V // 4))
+    t4_shared = t4_partner is not None and bool(w.bias_params.T4.shared)
+    if "cis_sharing" in leaks:
+        master_variants, protein_cis, direct_variant, polygenic_variants, coregulated, placement = _loci_leaky(
+            irng, V, P, n_master, poly_n, drivers, position, contig, t4_causal, t4_partner if t4_shared else None)
+    else:
+        master_variants, protein_cis, direct_variant, polygenic_variants, coregulated, placement = _loci(
+            irng, V, P, n_master, poly_n, role_of, drivers, contig, position, af, 1000.0 * float(w.ld_decay_kb),
+            t4_causal, t4_partner if t4_shared else None, decoys.get("T7"))
+    # co-regulated pairs: the second member measures the anchor's abundance (T4 included
+    # unless the test-only build restores the separable pair)
+    if t4_shared and "t4_separable" not in leaks:
+        coregulated = np.vstack([coregulated, [[t4_causal, t4_partner]]]).astype(np.int64)
+    protein_h2 = _instrument_strengths(seeds.stream(seed, "world/instrument_strength"), w, P, a9_causal, leaks)
     has_trans = irng.random(P) < w.trans_fraction
     protein_master = np.where(has_trans, irng.choice(master_variants, size=P), -1).astype(np.int64)
-    poly_n = min(int(w.bias_params.hard.polygenic_variants), max(1, V // 4))
-    polygenic_variants = np.sort(irng.choice(ordinary_pool, size=min(poly_n, len(ordinary_pool)), replace=False))
+    for a, m in coregulated:
+        protein_h2[m] = protein_h2[a]
+        protein_master[m] = protein_master[a]
     polygenic_effects = irng.standard_normal(len(polygenic_variants))
+    l_moving = [int(protein_cis[d]) for d in drivers] + [direct_variant]
+    if "T7" in decoys:
+        l_moving.append(int(protein_cis[decoys["T7"]]))
 
     # ---- molecular structure --------------------------------------------------------
     mrng = seeds.stream(seed, "world/molecules")
     F = int(w.n_factors)
     protein_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
+    for a, m in coregulated:
+        protein_loadings[m] = protein_loadings[a]
     c_lo, c_hi = w.concordance
     transcript_concordance = mrng.uniform(c_lo, c_hi, P)
-    transcript_cis = np.sqrt(mrng.uniform(h_lo, h_hi, P))
+    transcript_cis = np.sqrt(mrng.uniform(*w.cis_h2, P))
     transcript_master = np.where(mrng.random(P) < w.trans_fraction, mrng.choice(master_variants, size=P), -1).astype(np.int64)
     transcript_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
     transcript_cov = np.column_stack([
         mrng.normal(0.01, 0.005, P), mrng.normal(0.08, 0.04, P), mrng.normal(0.015, 0.01, P)
     ])
-    metabolite_cis = mrng.choice(ordinary_pool, size=M, replace=True)
+    # metabolites' instruments stay off the loci that move L (no unplanned instrument)
+    if "cis_sharing" in leaks:
+        metabolite_pool = np.setdiff1d(np.arange(V), master_variants)
+    else:
+        metabolite_pool = np.setdiff1d(np.arange(V), _linked_to(l_moving, contig, position, af, 1000.0 * float(w.ld_decay_kb)))
+    metabolite_cis = mrng.choice(metabolite_pool, size=M, replace=True)
     metabolite_h2 = mrng.uniform(0.01, 0.10, M)
+    for a, m in coregulated:
+        # two assays of one abundance: their transcripts are alike in distribution too
+        for arr in (transcript_concordance, transcript_cis, transcript_master, transcript_loadings, transcript_cov):
+            arr[m] = arr[a]
     metabolite_loadings = mrng.normal(0.0, 0.25, (M, F))
     metabolite_cov = np.column_stack([mrng.normal(0.01, 0.01, M), mrng.normal(0.1, 0.1, M), mrng.normal(0.03, 0.02, M)])
 
@@ -382,7 +563,9 @@ def sample_world(resolved: Resolved) -> World:
         site_fields = sample_site_fields(seeds.stream(seed, "world/T5"), C,
                                          amplitude=float(w.bias_params.T5.amplitude), n_terms=int(w.bias_params.T5.n_terms))
 
-    oracle_key = hex(int.from_bytes(seeds.seed_sequence(seed, "oracle_key").generate_state(4, dtype=np.uint32).tobytes(), "little"))
+    # 128 bits as 32 hex digits, leading zeros kept (hex() dropped them and the
+    # oracle then refused a key shorter than a seed, e.g. hard-03's)
+    oracle_key = "0x" + format(int.from_bytes(seeds.seed_sequence(seed, "oracle_key").generate_state(4, dtype=np.uint32).tobytes(), "little"), "032x")
 
     return World(
         id=str(w.id), seed=seed, archetype=str(w.archetype), hard=bool(w.hard), messy=bool(w.messy), biases=biases,
@@ -397,7 +580,8 @@ def sample_world(resolved: Resolved) -> World:
         centre_p=centre_p, centre_age_shift=centre_age_shift, centre_bmi_shift=centre_bmi_shift,
         centre_smoking_logodds=centre_smoking_logodds, centre_ancestry_p=centre_ancestry_p,
         centre_selection=centre_selection, ancestry_selection=ancestry_selection, t9_centre=t9_centre,
-        site_fields=site_fields, oracle_key=oracle_key,
+        site_fields=site_fields, oracle_key=oracle_key, leaks=leaks, coregulated=np.asarray(coregulated, np.int64).reshape(-1, 2),
+        cis_placement=placement,
     )
 
 

@@ -36,9 +36,8 @@ def have(tool: str) -> bool:
 
 
 def digest_tree(world_dir) -> dict:
-    """SHA-256 of every release and sealed file (manifests without their timestamp)."""
+    """SHA-256 of every release and sealed file, manifests included."""
     import hashlib
-    import json
 
     out = {}
     for bundle in ("release", "sealed"):
@@ -46,12 +45,7 @@ def digest_tree(world_dir) -> dict:
             for f in files:
                 path = os.path.join(root, f)
                 with open(path, "rb") as fh:
-                    data = fh.read()
-                if f == "MANIFEST.json":
-                    doc = json.loads(data)
-                    doc.pop("created")
-                    data = json.dumps(doc, sort_keys=True).encode()
-                out[os.path.relpath(path, str(world_dir))] = hashlib.sha256(data).hexdigest()
+                    out[os.path.relpath(path, str(world_dir))] = hashlib.sha256(fh.read()).hexdigest()
     return out
 
 

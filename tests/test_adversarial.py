@@ -19,6 +19,7 @@ from pipeline.agents import create_agent
 from pipeline.agents.base import Agent
 from pipeline.agents.cis_mr import CisMRAgent
 from pipeline.harness import isolation_status, run_episode
+from pipeline.harness import bwrap as bwrap_mod
 from pipeline.harness import sandbox as sandbox_mod
 from pipeline.harness.episode import default_isolation
 from pipeline.harness.limits import MiB, Limits
@@ -94,7 +95,7 @@ def test_programs_run_unprivileged_and_cannot_touch_host_settings(tiny_world_noi
     assert report["uid"] != 0 and report["euid"] != 0 and report["gid"] != 0 and 0 not in report["groups"]
     assert set(report["caps"].values()) == {"0000000000000000"}, report["caps"]
     assert report["no_new_privs"] == "1"
-    assert report["seccomp"] == ("2" if sandbox_mod.build_filter() is not None else "0")
+    assert report["seccomp"] == ("2" if bwrap_mod.build_filter() is not None else "0")
     for path, outcome in report["proc_sys"].items():
         assert outcome != "OPENED", path
     assert report["setuid0"] == "EPERM"
@@ -357,7 +358,7 @@ def test_a_sparse_phenotype_file_is_refused_without_reading_it(tiny_world_noimag
 
 
 def test_an_episode_whose_programs_never_start_is_an_error_exit(tiny_world_noimaging, tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox_mod, "_python", lambda: "/bin/false")
+    monkeypatch.setattr(bwrap_mod, "python_executable", lambda: "/bin/false")
     out = tmp_path / "broken"
     result = run_episode(tiny_world_noimaging, Replies("print(1)", "print(2)"), budget=0, out=out, timeout=60,
                          isolation="off", max_turns=5)
@@ -380,8 +381,8 @@ def test_isolation_is_required_for_code_that_is_not_the_projects_own():
 def test_require_refuses_to_start_where_isolation_fails(tiny_world_noimaging, tmp_path, monkeypatch):
     from pipeline.harness import SandboxUnavailable
 
-    monkeypatch.setattr(sandbox_mod, "BWRAP", str(tmp_path / "no-bwrap"))
-    monkeypatch.setattr(sandbox_mod, "_probe_cache", {})
+    monkeypatch.setattr(bwrap_mod, "BWRAP", str(tmp_path / "no-bwrap"))
+    monkeypatch.setattr(bwrap_mod, "_probe_cache", {})
     with pytest.raises(SandboxUnavailable, match="not found"):
         run_episode(tiny_world_noimaging, Replies(), budget=0, out=tmp_path / "req")
     assert not (tmp_path / "req").exists()
@@ -390,10 +391,10 @@ def test_require_refuses_to_start_where_isolation_fails(tiny_world_noimaging, tm
 def test_the_probe_says_what_failed(monkeypatch):
     if not ISOLATED:
         pytest.skip(f"bubblewrap cannot isolate here: {ISOLATION_REASON}")
-    monkeypatch.setattr(sandbox_mod, "PROBE_MODULES", ("numpy", "no_such_module_xyz"))
-    monkeypatch.setattr(sandbox_mod, "_PROBE_CODE", sandbox_mod._PROBE_CODE.replace(
+    monkeypatch.setattr(bwrap_mod, "PROBE_MODULES", ("numpy", "no_such_module_xyz"))
+    monkeypatch.setattr(bwrap_mod, "_PROBE_CODE", bwrap_mod._PROBE_CODE.replace(
         "numpy, pandas, scipy, zarr, numcodecs", "numpy, no_such_module_xyz"))
-    monkeypatch.setattr(sandbox_mod, "_probe_cache", {})
+    monkeypatch.setattr(bwrap_mod, "_probe_cache", {})
     ok, reason = sandbox_mod.isolation_status()
     assert not ok
     assert "cannot import" in reason and "No module named 'no_such_module_xyz'" in reason and sys.executable in reason
@@ -410,7 +411,7 @@ def test_the_sandbox_runs_this_environment_and_masks_the_project(tiny_world_noim
         "spec = importlib.util.find_spec('pipeline')\n"
         "where = list(spec.submodule_search_locations) if spec else []\n"
         "content = sorted(sum((os.listdir(w) for w in where if os.path.isdir(w)), []))\n"
-        f"probe = [{str(package / 'config.py')!r}, {str(REPO / 'conf' / 'world' / 'standard-01.yaml')!r}]\n"
+        f"probe = [{str(package / 'config.py')!r}, {str(package / 'conf' / 'world' / 'standard-01.yaml')!r}]\n"
         "readable = [p for p in probe if os.path.exists(p)]\n"
         "print('REPORT ' + json.dumps({'prefix': sys.prefix, 'base': sys.base_prefix, 'content': content,"
         " 'readable': readable}))\n")

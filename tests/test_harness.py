@@ -119,7 +119,7 @@ def test_prelude_binds_names_and_reports_failures(tiny_world_noimaging, tmp_path
     agent = Replies(probe, py("raise ValueError('boom')"), py(SUBMIT_EMPTY))
     episode(tiny_world_noimaging, agent, tmp_path)
     ran, failed = agent.observations[1], agent.observations[2]
-    assert ran.status == "ran" and "Your code ran" in ran.text and "shape (1200, 512)" in ran.stdout
+    assert ran.status == "ran" and "Your code ran" in ran.text and "shape (1200, 1024)" in ran.stdout
     assert failed.status == "failed" and "Your code failed" in failed.text
     assert "ValueError: boom" in failed.stderr and "dtw_runtime" not in failed.stderr
 
@@ -430,7 +430,7 @@ def test_adversarial_agent_cannot_reach_the_truth_the_ledger_or_the_network(tiny
         "latent": str(world / "sealed" / "latent.parquet"),
         "ledger": str(out / "ledger.jsonl"),
         "transcript": str(out / "transcript.json"),
-        "seeds": str(REPO / "conf" / "world" / "all-biases.yaml"),
+        "seeds": str(REPO / "pipeline" / "conf" / "world" / "all-biases.yaml"),
     }
     code = f"TARGETS = {json.dumps(targets)!r}\nPORT = {port}\n" + ADVERSARY
     agent = Replies(py(code), py(SUBMIT_EMPTY))
@@ -474,10 +474,10 @@ def test_without_isolation_the_episode_says_so(tiny_world_noimaging, tmp_path):
 
 
 def test_without_bubblewrap_auto_falls_back_and_require_refuses(tiny_world_noimaging, tmp_path, monkeypatch):
-    from pipeline.harness import SandboxUnavailable, sandbox
+    from pipeline.harness import SandboxUnavailable, bwrap
 
-    monkeypatch.setattr(sandbox, "BWRAP", str(tmp_path / "no-bwrap"))
-    monkeypatch.setattr(sandbox, "_probe_cache", {})
+    monkeypatch.setattr(bwrap, "BWRAP", str(tmp_path / "no-bwrap"))
+    monkeypatch.setattr(bwrap, "_probe_cache", {})
     with pytest.raises(SandboxUnavailable, match="not found"):
         episode(tiny_world_noimaging, Replies(py(SUBMIT_EMPTY)), tmp_path, name="req", isolation="require")
     result = episode(tiny_world_noimaging, Replies(py(SUBMIT_EMPTY)), tmp_path, name="auto")

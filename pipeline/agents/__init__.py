@@ -19,6 +19,7 @@ from .correlation import CorrelationAgent
 from .mr_knockdown import MRKnockdownAgent
 from .null import NullAgent
 from .openai_chat import OpenAIChatAgent, TransportError
+from .tells import TellsAgent
 from .truth import TruthAgent
 
 REGISTRY = {
@@ -32,12 +33,15 @@ REGISTRY = {
         AgentSpec("analyst", AnalystAgent, reference=True,
                   description="own MRI segmentation and multi-modality phenotype, MR with sensitivity checks, "
                               "decoy mechanisms, experiments on what observation cannot settle"),
+        AgentSpec("tells", TellsAgent, reference=True,
+                  description="exploit: roles read off role-blind statistics only (benchmark validity)"),
         AgentSpec("openai_chat", OpenAIChatAgent, description="an OpenAI-compatible /chat/completions endpoint",
                   options={name: "" for name in inspect.signature(OpenAIChatAgent.__init__).parameters
                            if name != "self"}),
     )
 }
-REFERENCE_AGENTS = tuple(name for name, spec in REGISTRY.items() if spec.reference)
+# The scored reference set of the benchmark (tells is the project's own too, but an exploit probe).
+REFERENCE_AGENTS = ("null", "truth", "correlation", "cis_mr", "mr_knockdown")
 
 
 def is_project_agent(agent: Agent) -> bool:
@@ -65,7 +69,7 @@ def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:
 
 
 __all__ = [
-    "Agent", "AnalystAgent", "AgentSpec", "CisMRAgent", "CorrelationAgent", "EpisodeInfo", "MRKnockdownAgent", "NullAgent",
-    "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TransportError",
-    "TruthAgent", "create_agent", "is_project_agent",
+    "Agent", "AgentSpec", "AnalystAgent", "CisMRAgent", "CorrelationAgent", "EpisodeInfo", "MRKnockdownAgent",
+    "NullAgent", "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TellsAgent",
+    "TransportError", "TruthAgent", "create_agent", "is_project_agent",
 ]

@@ -391,6 +391,7 @@ class Episode:
         system = prompt_mod.system_prompt(
             release_dir=self.release, budget=self.budget, costs=self.costs, max_turns=self.max_turns,
             timeout=self.timeout, paper_compat=self.paper_compat, isolated=self.sandbox.isolated,
+            limits=self.sandbox.limits.describe(),
         )
         opening = prompt_mod.opening_message(self.sandbox.agent_paths, isolated=self.sandbox.isolated,
                                              paper_compat=self.paper_compat)

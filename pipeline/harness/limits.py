@@ -64,6 +64,7 @@ class Limits:
     memory: int = 16 * GiB  # cgroup memory of the whole tree; also the address space of each process
     file_size: int = 8 * GiB  # largest single file a program may write
     work_size: int = 32 * GiB  # total size of WORK
+    work_files: int = 500_000  # files and folders in WORK (an inode flood costs little disk)
     tmp_size: int = 2 * GiB  # the private /tmp (and /dev/shm), held in memory
     open_files: int = 4096
     cpu_seconds: Optional[int] = None  # per process; None: the turn's timeout x the cores, plus a margin
@@ -77,7 +78,7 @@ class Limits:
         return replace(self, memory=memory, cpu_seconds=cpu)
 
     def validate(self) -> "Limits":
-        for name in ("processes", "memory", "file_size", "work_size", "tmp_size", "open_files"):
+        for name in ("processes", "memory", "file_size", "work_size", "work_files", "tmp_size", "open_files"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"limits.{name}={value!r}: invalid; valid: a positive integer")
@@ -271,8 +272,11 @@ class CgroupJail:
 # ----------------------------------------------------------------------------- WORK size
 
 
-def tree_size(root: Path, cap_files: int = 200_000) -> int:
-    """Bytes allocated on disk under ``root`` (links not followed; sparse files count what they use)."""
+def tree_size(root: Path, cap_files: int = 1_000_000) -> tuple[int, int]:
+    """(bytes allocated on disk, entries) under ``root``; links not followed, sparse files count what they use.
+
+    Stops counting at ``cap_files`` entries (the count then reads cap_files + 1).
+    """
     total, seen = 0, 0
     stack = [str(root)]
     while stack:
@@ -282,7 +286,7 @@ def tree_size(root: Path, cap_files: int = 200_000) -> int:
                 for entry in entries:
                     seen += 1
                     if seen > cap_files:
-                        return total
+                        return total, seen
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
@@ -292,27 +296,37 @@ def tree_size(root: Path, cap_files: int = 200_000) -> int:
                         stack.append(entry.path)
         except OSError:
             continue
-    return total
+    return total, seen
 
 
 class WorkWatch(threading.Thread):
-    """Polls WORK's size while a program runs and calls ``on_exceed`` once past ``limit`` bytes."""
+    """Polls WORK while a program runs; calls ``on_exceed`` once past ``limit`` bytes or ``max_files`` entries."""
 
-    def __init__(self, work: Path, limit: int, on_exceed, interval: float = 1.0):
+    def __init__(self, work: Path, limit: int, max_files: int, on_exceed, interval: float = 1.0):
         super().__init__(daemon=True)
-        self.work, self.limit, self.on_exceed, self.interval = work, limit, on_exceed, interval
-        self.exceeded: Optional[int] = None
+        self.work, self.limit, self.max_files, self.on_exceed = work, limit, max_files, on_exceed
+        self.interval = interval
+        self.exceeded: Optional[int] = None  # bytes when the size limit was passed
+        self.too_many: Optional[int] = None  # entries when the count limit was passed
         self._stop = threading.Event()
 
     def run(self) -> None:
-        # A WORK already past the limit (an earlier turn was stopped) may shrink but not grow.
-        threshold = max(self.limit, tree_size(self.work))
-        while not self._stop.wait(self.interval):
-            size = tree_size(self.work)
-            if size > threshold:
-                self.exceeded = size
+        # A WORK already past a limit (an earlier turn was stopped) may shrink but not grow.
+        size, count = tree_size(self.work, self.max_files)
+        size_cap, count_cap = max(self.limit, size), max(self.max_files, count)
+        wait = self.interval
+        while not self._stop.wait(wait):
+            started = time.monotonic()
+            size, count = tree_size(self.work, count_cap)
+            if size > size_cap or count > count_cap:
+                if size > size_cap:
+                    self.exceeded = size
+                else:
+                    self.too_many = count
                 self.on_exceed()
                 return
+            # A very large WORK takes a while to walk: never spend more than a fifth of the time on it.
+            wait = max(self.interval, 4 * (time.monotonic() - started))
 
     def stop(self) -> None:
         self._stop.set()

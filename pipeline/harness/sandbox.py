@@ -36,31 +36,23 @@ agent whose code is not the project's own); ``auto`` falls back to a plain
 subprocess, with the limits but without isolation, and says so; ``off`` runs
 unisolated on purpose.
 """
-from __future__ import annotations
 
 import os
-import pwd
 import secrets
 import shutil
 import signal
-import site
-import stat
 import subprocess
-import sys
-import sysconfig
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from . import safejson
-from .limits import PRLIMIT, CgroupJail, Limits, WorkWatch, have_prlimit
-from .seccomp import build_filter
+from . import bwrap, safejson
+from .bwrap import SandboxUnavailable, project_paths
+from .limits import CgroupJail, Limits, WorkWatch
+from .staging import link_tree, staging_root
 
-BWRAP = "/usr/bin/bwrap"
-SETPRIV = "/usr/bin/setpriv"
 RUNTIME_NAME = "dtw_runtime.py"
 GENOTYPES_NAME = "dtw_genotypes.py"
 PROGRAM_NAME = "program.py"
@@ -70,48 +62,9 @@ MAX_REQUESTS_PER_TURN = 100
 MAX_REQUEST_LINE = 4096  # bytes of one request line
 MAX_ID_CHARS = 64  # kind and protein identifiers
 SUBMIT_CAP = 64 * 1024 * 1024
-PROBE_TIMEOUT = 120.0
-PROBE_MODULES = ("numpy", "pandas", "scipy", "zarr", "numcodecs")
-
 ISOLATION_MODES = ("auto", "require", "off")
 
-# Mount points inside the sandbox; the second set is used when the environment's
-# own folders sit under one of the first (e.g. a venv in /work/venv).
-MOUNT_SETS = (
-    {"release": "/release", "work": "/work", "lib": "/opt/dtw", "channel": "/run/dtw"},
-    {"release": "/dtw/release", "work": "/dtw/work", "lib": "/dtw/lib", "channel": "/dtw/channel"},
-)
-
-# Only what the dynamic loader, libc's user lookup and Python's locale and
-# mimetypes handling read; the rest of /etc stays out of view.
-ETC_FILES = (
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group",
-    "/etc/nsswitch.conf", "/etc/localtime", "/etc/mime.types", "/etc/alternatives", "/etc/fonts",
-)
-MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-
 _HERE = Path(__file__).resolve().parent
-REPOSITORY = _HERE.parents[1]
-
-
-def project_paths() -> list[Path]:
-    """The project's own code and configuration wherever they are installed.
-
-    The config folder holds the development worlds' seeds, from which the
-    generator would rebuild every truth; the package itself is never needed
-    by agent code.  Inside a bound folder (site-packages of a wheel install)
-    these are masked, never exposed.
-    """
-    import pipeline  # the installed package, wherever it lives
-    import kernels
-
-    paths = {Path(pipeline.__file__).resolve().parent, Path(kernels.__file__).resolve().parent,
-             REPOSITORY / "conf", REPOSITORY / "worlds", REPOSITORY / "episodes"}
-    return sorted(paths)
-
-
-class SandboxUnavailable(RuntimeError):
-    """isolation="require" was asked for but the program cannot be isolated here."""
 
 
 @dataclass
@@ -136,309 +89,6 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return not self.timed_out and self.returncode == 0
-
-
-# ----------------------------------------------------------------------------- paths
-
-
-def _contains(folder: Path, path: Path) -> bool:
-    try:
-        return path == folder or path.is_relative_to(folder)
-    except ValueError:
-        return False
-
-
-def _python() -> str:
-    """The interpreter as this process was started: a venv's own ``bin/python``, not its link target.
-
-    Resolving the link would start the base interpreter, which has none of
-    the venv's packages.
-    """
-    return os.path.abspath(sys.executable)
-
-
-def _symlink_hops(path: str) -> list[Path]:
-    """Every path the kernel visits resolving ``path``'s chain of links (the last is the real file)."""
-    hops, current = [], Path(path)
-    for _ in range(40):
-        hops.append(current)
-        if not current.is_symlink():
-            break
-        target = Path(os.readlink(current))
-        current = target if target.is_absolute() else current.parent / target
-        current = Path(os.path.normpath(current))
-    return hops
-
-
-def site_dirs() -> list[str]:
-    """The site folders of this environment, user site included when it is enabled."""
-    dirs = []
-    try:
-        dirs.extend(site.getsitepackages())
-    except AttributeError:  # some virtualenv versions lack it
-        pass
-    if site.ENABLE_USER_SITE:
-        user = site.getusersitepackages()
-        if user and os.path.isdir(user):
-            dirs.append(user)
-    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
-
-
-def python_dirs() -> list[Path]:
-    """The folders the interpreter and its packages live in (outermost only)."""
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, getattr(sys, "base_exec_prefix", sys.prefix)}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        try:
-            candidates.add(sysconfig.get_paths()[key])
-        except KeyError:
-            pass
-    candidates.update(site_dirs())
-    for hop in _symlink_hops(_python()):
-        candidates.add(str(hop.parent))
-    dirs = sorted({Path(os.path.abspath(c)) for c in candidates if c and os.path.isdir(c)}, key=lambda p: len(p.parts))
-    out: list[Path] = []
-    for d in dirs:
-        if not any(_contains(kept, d) for kept in out):
-            out.append(d)
-    return out
-
-
-def _sandbox_uid() -> int:
-    """An unprivileged host uid for programs when the harness runs as root.
-
-    ``DTW_SANDBOX_UID`` picks one; otherwise the first uid of 64100-64999 with
-    no account and no running process, starting from an offset taken from this
-    process's id so that concurrent episodes rarely share one (the process
-    limit is counted per uid).
-    """
-    chosen = os.environ.get("DTW_SANDBOX_UID")
-    if chosen:
-        uid = int(chosen)
-        if uid <= 0:
-            raise SandboxUnavailable(f"DTW_SANDBOX_UID={chosen}: invalid; valid: a uid > 0")
-        return uid
-    busy = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                busy.add(os.stat(f"/proc/{entry}").st_uid)
-            except OSError:
-                pass
-    start = os.getpid() % 900
-    for k in range(900):
-        uid = 64100 + (start + k) % 900
-        if uid in busy:
-            continue
-        try:
-            pwd.getpwuid(uid)
-            continue
-        except KeyError:
-            return uid
-    raise SandboxUnavailable("no free uid in 64100-64999 for the sandbox; set DTW_SANDBOX_UID")
-
-
-# ----------------------------------------------------------------------------- the command
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """How this environment is mounted: python folders, masks, mount points, uid."""
-
-    python_dirs: tuple
-    masks: tuple  # protected paths inside a bound folder, hidden under an empty mount
-    mounts: dict
-    uid: Optional[int]  # host uid the program runs as (root harness only)
-    seccomp: Optional[bytes]
-
-
-def _layout(protected: Iterable[Path]) -> tuple[Optional[_Layout], Optional[str]]:
-    dirs = python_dirs()
-    bound = [Path("/usr"), *dirs]
-    masks = []
-    for p in protected:
-        p = Path(os.path.abspath(p))
-        if any(_contains(b, p) for b in bound) and p.exists():
-            masks.append(p)
-    mounts = None
-    for candidate in MOUNT_SETS:
-        points = [Path(v) for v in candidate.values()]
-        if not any(_contains(m, d) or _contains(d, m) for m in points for d in bound):
-            mounts = candidate
-            break
-    if mounts is None:
-        return None, f"the Python folders {', '.join(map(str, dirs))} overlap every set of sandbox mount points"
-    uid = _sandbox_uid() if os.geteuid() == 0 else None
-    return _Layout(tuple(dirs), tuple(sorted(masks)), dict(mounts), uid, build_filter()), None
-
-
-def _system_args() -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr"]
-    for top in MERGED_USR:
-        if os.path.islink(top):
-            args += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            args += ["--ro-bind", top, top]
-    for path in ETC_FILES:
-        args += ["--ro-bind-try", path, path]
-    return args
-
-
-def _parents_args(paths: Iterable[Path], made: set) -> list[str]:
-    """World-readable folders for every ancestor of ``paths`` (bubblewrap would make them 0700)."""
-    args = []
-    for path in paths:
-        for parent in reversed(path.parents):
-            if str(parent) == "/" or parent in made or _contains(Path("/usr"), parent):
-                continue
-            made.add(parent)
-            args += ["--perms", "0755", "--dir", str(parent)]
-    return args
-
-
-def _base_args(layout: _Layout, limits: Limits) -> list[str]:
-    args = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--clearenv"]
-    if layout.uid is not None:
-        # Root: no user namespace (uid 0 inside one is uid 0 outside); keep only what
-        # setpriv needs to switch to the unprivileged uid, which then drops everything.
-        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                 "--cap-add", "CAP_SETPCAP"]
-    else:
-        args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
-    tmp = str(limits.tmp_size)
-    args += ["--dev", "/dev", "--perms", "1777", "--size", tmp, "--tmpfs", "/dev/shm",
-             "--proc", "/proc", "--remount-ro", "/proc",
-             "--perms", "1777", "--size", tmp, "--tmpfs", "/tmp"]
-    args += _system_args()
-    made: set = set()
-    outside_usr = [d for d in layout.python_dirs if not _contains(Path("/usr"), d)]
-    args += _parents_args(outside_usr, made)
-    for d in outside_usr:
-        args += ["--ro-bind", str(d), str(d)]
-    for m in layout.masks:
-        if m.is_dir():
-            args += ["--perms", "0555", "--tmpfs", str(m)]
-        else:
-            args += ["--ro-bind", "/dev/null", str(m)]
-    return args
-
-
-def _exec_chain(layout: Optional[_Layout], limits: Limits) -> list[str]:
-    """prlimit (and setpriv for a root harness) before the interpreter."""
-    chain = []
-    if have_prlimit():
-        chain += [PRLIMIT, *limits.prlimit_args(), "--"]
-    if layout is not None and layout.uid is not None:
-        chain += [SETPRIV, f"--reuid={layout.uid}", f"--regid={layout.uid}", "--clear-groups",
-                  "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    return chain
-
-
-def _memfd(name: str, data: bytes) -> int:
-    fd = os.memfd_create(name, 0)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
-class _Bwrap:
-    """One bubblewrap invocation with its arguments (and filter) passed as file descriptors."""
-
-    def __init__(self, args: list[str], command: list[str], seccomp: Optional[bytes]):
-        self.fds = []
-        extra = []
-        if seccomp is not None:
-            fd = _memfd("dtw-seccomp", seccomp)
-            self.fds.append(fd)
-            extra = ["--seccomp", str(fd)]
-        # The options (every mount source among them) go through the descriptor; only
-        # the command, which names nothing of the world, stays on the command line.
-        payload = "\0".join([*args, *extra]) + "\0"
-        self.args_fd = _memfd("dtw-args", payload.encode())
-        self.fds.append(self.args_fd)
-        self.argv = [BWRAP, "--args", str(self.args_fd), "--", *command]
-
-    def close(self) -> None:
-        for fd in self.fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.fds = []
-
-
-def _base_env(mounts: Optional[dict] = None) -> dict:
-    path_dirs = [str(Path(_python()).parent), "/usr/local/bin", "/usr/bin", "/bin"]
-    env = {
-        "PATH": os.pathsep.join(dict.fromkeys(path_dirs)),
-        "HOME": "/tmp",
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "MPLBACKEND": "Agg",
-        "DTW_SITE_DIRS": os.pathsep.join(site_dirs()),
-    }
-    return env
-
-
-# ----------------------------------------------------------------------------- probing
-
-
-_probe_cache: dict = {}
-_probe_lock = threading.Lock()
-
-_PROBE_CODE = (
-    "import os, site\n"
-    "for d in os.environ.get('DTW_SITE_DIRS', '').split(os.pathsep):\n"
-    "    d and site.addsitedir(d)\n"
-    "import " + ", ".join(PROBE_MODULES) + "\n"
-    "print('ok', os.getuid())\n"
-)
-
-
-def _run_probe(layout: _Layout, limits: Limits, command: list[str]) -> tuple[int, str, str]:
-    bw = _Bwrap(_base_args(layout, limits), [*_exec_chain(layout, limits), *command], layout.seccomp)
-    try:
-        done = subprocess.run(bw.argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT,
-                              env=_base_env(), pass_fds=tuple(bw.fds))
-        return done.returncode, done.stdout, done.stderr
-    finally:
-        bw.close()
-
-
-def _probe(layout: _Layout, limits: Limits) -> Optional[str]:
-    """None when the sandbox can run this interpreter with its scientific stack; else what failed."""
-    key = (layout.python_dirs, layout.masks, layout.uid is not None, _python())
-    with _probe_lock:
-        if key in _probe_cache:
-            return _probe_cache[key]
-        reason = None
-        if not os.path.exists(BWRAP):
-            reason = f"{BWRAP} not found (install Debian's bubblewrap package)"
-        elif layout.uid is not None and not os.path.exists(SETPRIV):
-            reason = f"{SETPRIV} not found (util-linux): a root harness cannot drop to an unprivileged uid"
-        else:
-            try:
-                code, out, err = _run_probe(layout, limits, ["/usr/bin/true"])
-                if code != 0:
-                    reason = (f"bubblewrap cannot start a sandbox here (exit {code}): "
-                              f"{_tail(err) or 'no message'}")
-                else:
-                    code, out, err = _run_probe(layout, limits, [_python(), "-I", "-B", "-c", _PROBE_CODE])
-                    if code != 0 or not out.strip().startswith("ok"):
-                        reason = (f"inside the sandbox the interpreter {_python()} cannot import "
-                                  f"{', '.join(PROBE_MODULES)}: {_tail(err) or _tail(out) or f'exit {code}'} "
-                                  f"(bound read-only: {', '.join(map(str, layout.python_dirs))})")
-                    elif layout.uid is not None and out.split()[1] != str(layout.uid):
-                        reason = f"the program did not switch to uid {layout.uid} (it reported {out.split()[1]})"
-            except (OSError, subprocess.TimeoutExpired) as error:
-                reason = f"bubblewrap probe failed: {type(error).__name__}: {error}"
-        _probe_cache[key] = reason
-        return reason
-
-
-def _tail(text: str, lines: int = 2) -> str:
-    return " | ".join(line.strip() for line in (text or "").strip().splitlines()[-lines:])
 
 
 # ----------------------------------------------------------------------------- output capture
@@ -507,63 +157,6 @@ def _kill_tree(proc: subprocess.Popen) -> None:
             pass
 
 
-# ----------------------------------------------------------------------------- staging
-
-
-def _staging_root(release: Path, preferred: Optional[Path]) -> Path:
-    """A neutral folder for this sandbox's mount sources, on the release's filesystem when possible."""
-    candidates = [preferred] if preferred is not None else []
-    candidates += [release.parent.parent / ".dtw-sandboxes", Path(tempfile.gettempdir()) / "dtw-sandboxes"]
-    try:
-        device = release.stat().st_dev
-    except OSError:
-        device = None
-    usable = []
-    for candidate in candidates:
-        try:
-            candidate.mkdir(parents=True, exist_ok=True)
-            os.chmod(candidate, 0o711)
-            usable.append(candidate)
-            if candidate.stat().st_dev == device:
-                return candidate
-        except OSError:
-            continue
-    if not usable:
-        raise OSError(f"no writable folder for the sandbox's staging among {', '.join(map(str, candidates))}")
-    return usable[0]
-
-
-def link_tree(source: Path, target: Path) -> str:
-    """Mirror ``source`` into ``target`` with hard links (copies across filesystems or for unreadable files).
-
-    Returns "links", "copies" or "links and copies".
-    """
-    used = set()
-    target.mkdir(mode=0o755)
-    for root, dirs, files in os.walk(source, followlinks=False):
-        rel = Path(root).relative_to(source)
-        dest_root = target / rel
-        for d in sorted(dirs):
-            if not (Path(root) / d).is_symlink():
-                (dest_root / d).mkdir(mode=0o755)
-        for name in sorted(files):
-            src, dst = Path(root) / name, dest_root / name
-            st = src.lstat()
-            if not stat.S_ISREG(st.st_mode):
-                continue  # links and special files are not part of a release
-            if st.st_mode & stat.S_IROTH:
-                try:
-                    os.link(src, dst)
-                    used.add("links")
-                    continue
-                except OSError:
-                    pass
-            shutil.copyfile(src, dst)
-            os.chmod(dst, 0o644)
-            used.add("copies")
-    return " and ".join(sorted(used)) or "links"
-
-
 # ----------------------------------------------------------------------------- the sandbox
 
 
@@ -596,7 +189,7 @@ class Sandbox:
         self.output_cap = output_cap
         self.limits = (limits or Limits()).validate().resolved(timeout_hint)
         self.protected = [Path(p).resolve() for p in protected] + project_paths()
-        self.state = _staging_root(self.source_release, Path(state_dir) if state_dir else None) / f"dtw-{secrets.token_hex(8)}"
+        self.state = staging_root(self.source_release, Path(state_dir) if state_dir else None) / f"dtw-{secrets.token_hex(8)}"
         self.state.mkdir(mode=0o711)
         self.lib = self.state / "lib"
         self.channel = self.state / "channel"
@@ -605,7 +198,7 @@ class Sandbox:
         shutil.copyfile(_HERE.parent / "genotypes_io.py", self.lib / GENOTYPES_NAME)
         self.work = Path(work).resolve() if work is not None else self.state / "work"
         self.work.mkdir(parents=True, exist_ok=True)
-        self.layout: Optional[_Layout] = None
+        self.layout: Optional[bwrap.Layout] = None
         self.jail: Optional[CgroupJail] = None
 
         self.isolated, self.reason = self._decide(isolation)
@@ -628,13 +221,13 @@ class Sandbox:
         if isolation == "off":
             return False, "isolation=off was requested: agent code runs as a plain subprocess and can read any file the harness can"
         try:
-            layout, problem = _layout(self.protected)
+            layout, problem = bwrap.layout(self.protected)
         except SandboxUnavailable as error:
             layout, problem = None, str(error)
         if problem:
             return False, f"not isolated: {problem}; agent code runs as a plain subprocess and can read any file the harness can"
         self.layout = layout
-        problem = _probe(layout, self.limits)
+        problem = bwrap.probe(layout, self.limits)
         if problem:
             self.layout = None
             return False, f"not isolated: {problem}; agent code runs as a plain subprocess and can read any file the harness can"
@@ -666,18 +259,18 @@ class Sandbox:
 
     # -- one run
 
-    def _command(self) -> tuple[list[str], dict, Optional[_Bwrap]]:
+    def _command(self) -> tuple[list[str], dict, Optional[bwrap.BwrapCall]]:
         paths = self.agent_paths
-        env = _base_env()
+        env = bwrap.base_env()
         if self.isolated:
             m = self.layout.mounts
             env.update(DTW_RELEASE=paths["RELEASE"], DTW_IMAGING=paths["IMAGING"], DTW_WORK=paths["WORK"],
                        DTW_CHANNEL=m["channel"])
-            args = _base_args(self.layout, self.limits)
+            args = bwrap.base_args(self.layout, self.limits)
             for key, value in env.items():
                 args += ["--setenv", key, value]
             made: set = set()
-            args += _parents_args([Path(v) for v in m.values()], made)
+            args += bwrap.parents_args([Path(v) for v in m.values()], made)
             args += [
                 "--ro-bind", str(self.release), m["release"],
                 "--bind", str(self.work), m["work"],
@@ -685,13 +278,13 @@ class Sandbox:
                 "--bind", str(self.channel), m["channel"],
                 "--chdir", m["work"],
             ]
-            command = [*_exec_chain(self.layout, self.limits), _python(), "-I", "-B",
+            command = [*bwrap.exec_chain(self.layout, self.limits), bwrap.python_executable(), "-I", "-B",
                        f"{m['lib']}/{RUNTIME_NAME}", f"{m['lib']}/{PROGRAM_NAME}"]
-            bw = _Bwrap(args, command, self.layout.seccomp)
-            return self.jail.wrap(bw.argv), _base_env(), bw
+            bw = bwrap.BwrapCall(args, command, self.layout.seccomp)
+            return self.jail.wrap(bw.argv), bwrap.base_env(), bw
         env.update(DTW_RELEASE=paths["RELEASE"], DTW_IMAGING=paths["IMAGING"], DTW_WORK=paths["WORK"],
                    DTW_CHANNEL=str(self.channel))
-        command = [*_exec_chain(None, self.limits), _python(), "-I", "-B",
+        command = [*bwrap.exec_chain(None, self.limits), bwrap.python_executable(), "-I", "-B",
                    str(self.lib / RUNTIME_NAME), str(self.lib / PROGRAM_NAME)]
         return self.jail.wrap(command), env, None
 
@@ -717,7 +310,7 @@ class Sandbox:
         out, err = _Capture(proc.stdout, self.output_cap), _Capture(proc.stderr, self.output_cap)
         out.start()
         err.start()
-        watch = WorkWatch(self.work, self.limits.work_size, lambda: _kill_tree(proc))
+        watch = WorkWatch(self.work, self.limits.work_size, self.limits.work_files, lambda: _kill_tree(proc))
         watch.start()
         timed_out = False
         try:
@@ -758,7 +351,12 @@ class Sandbox:
         if watch.exceeded is not None:
             notes.append(f"WORK grew to {watch.exceeded / 2**30:.2f} GiB, past its limit of "
                          f"{self.limits.work_size / 2**30:.3g} GiB: the program was stopped; delete files to continue")
-        if events.get("oom") or (code is not None and code == -signal.SIGKILL and not result.timed_out and watch.exceeded is None):
+        if watch.too_many is not None:
+            notes.append(f"WORK holds more than {self.limits.work_files} files and folders: the program was stopped; "
+                         "delete files to continue")
+        stopped_by_watch = watch.exceeded is not None or watch.too_many is not None
+        if events.get("oom") or (code == -signal.SIGKILL and not result.timed_out and not stopped_by_watch
+                                 and not self.jail.available):
             notes.append(f"the program was killed (SIGKILL); unless it did so itself, memory is the likely cause: "
                          f"the limit is {self.limits.memory / 2**30:.3g} GiB for all its processes together")
         if events.get("pids"):
@@ -814,7 +412,7 @@ class Sandbox:
         """Remove the staging tree; with ``keep_work``, move WORK there first (the transcript keeps every program)."""
         if self.jail is not None:
             self.jail.close()
-        if keep_work is not None and _contains(self.state, self.work) and self.work.exists():
+        if keep_work is not None and bwrap.contains(self.state, self.work) and self.work.exists():
             keep_work = Path(keep_work)
             if keep_work.is_symlink():
                 keep_work.unlink()
@@ -849,10 +447,10 @@ def _parse_request(line: bytes) -> tuple[Optional[dict], Optional[str]]:
 def isolation_status() -> tuple[bool, str]:
     """Whether programs can be isolated on this machine, and why (for tests and reports)."""
     try:
-        layout, problem = _layout(project_paths())
+        layout, problem = bwrap.layout(project_paths())
     except SandboxUnavailable as error:
         return False, str(error)
     if problem:
         return False, problem
-    problem = _probe(layout, Limits().validate().resolved(300.0))
+    problem = bwrap.probe(layout, Limits().validate().resolved(300.0))
     return (problem is None), (problem or "bubblewrap works")

@@ -16,7 +16,40 @@ from ..blocks import zscore
 from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, L_AGE, L_BMI,
                      L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
                      OTHER_BASE, World)
-from .molecules import finish_moments
+from ..world import PROTEIN_RESIDUAL
+from .molecules import VISIT2_RESID_CARRY, _covariate_terms, finish_moments
+
+# Proteins whose equation a bias replaces: (bias, loading field, supplement residual field).
+SPECIAL_PATHS = {"T1": ("T1", "bmi_loading", "residual"), "T2": ("T2", "latent_loading", "residual"),
+                 "A9_partner": ("A9", "partner_latent", "partner_residual")}
+
+
+def special_residual(loading: float) -> float:
+    """Residual SD of a bias equation: the ordinary 0.8 less the planted path's share,
+    so the protein's variance, factor share, instrument strength and covariate terms
+    are an ordinary protein's and only the path differs."""
+    return float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - loading ** 2, 0.0)))
+
+
+def special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, ordinary_resid: np.ndarray, eps: np.ndarray,
+                g_cis: np.ndarray, path: np.ndarray, cov_terms: np.ndarray | None = None) -> tuple:
+    """Raw value of a protein whose equation a bias replaces (T1, T2, the A9 partner):
+    the ordinary protein's cis, trans, factor and covariate terms (``ordinary_raw`` less
+    its residual 0.8 ``ordinary_resid``), the bias equation's own residual ``eps`` scaled
+    by ``special_residual``, and the planted path.  Returns (raw, biological part without
+    the covariate terms, the part that is neither path nor residual); the biological part
+    is None without ``cov_terms``."""
+    bias, load_key, resid_key = SPECIAL_PATHS[role]
+    bp = world.params["bias_params"][bias]
+    loading = float(bp[load_key])
+    if world.leaky("communality"):
+        # test-only: the supplement's equation alone, without factors or covariate terms
+        systematic = np.sqrt(world.protein_h2[p]) * g_cis
+        raw = loading * path + systematic + float(bp[resid_key]) * eps
+        return raw, raw, systematic
+    systematic = ordinary_raw - PROTEIN_RESIDUAL * ordinary_resid
+    raw = systematic + special_residual(loading) * eps + loading * path
+    return raw, (None if cov_terms is None else raw - cov_terms), systematic
 
 
 @dataclass
@@ -39,7 +72,9 @@ class Cohort:
     latent: np.ndarray
     latent_late: np.ndarray
     special: dict  # protein index -> released standardised value at baseline (special equations)
-    special_v2: dict  # protein index -> value at visit 2 (visit-2 rows only)
+    special_tr: dict  # protein index -> its standardised transcript (from the final biological value)
+    special_v2_path: dict  # protein index -> the planted path's value at visit 2 (visit-2 rows only)
+    special_v2_eps: dict  # protein index -> its own residual at visit 2 (visit-2 rows only)
     selection_score: np.ndarray
     imaged: np.ndarray
     visit2: np.ndarray
@@ -86,6 +121,9 @@ def assemble(world: World, cores: list) -> Cohort:
     g_poly = np.concatenate([c["g_poly"] for c in cores])
 
     proteins = {int(p): (raw[:, k] - p_mean[p]) / p_sd[p] for k, p in enumerate(tracked)}
+    if world.t4_coregulated:
+        # L depends on the T4 driver's own abundance; its released value adds its assay's noise
+        proteins[int(world.roles.t4_causal)] = zscore(np.concatenate([c["t4_abundance"] for c in cores]))
     g_cis = {int(p): gcis[:, k] for k, p in enumerate(tracked)}
     z_age, z_bmi, z_ex = zscore(pop["age"]), zscore(pop["bmi"]), zscore(pop["exercise"])
     bp = world.params["bias_params"]
@@ -110,27 +148,25 @@ def assemble(world: World, cores: list) -> Cohort:
     latent_late_raw_sd = float(late.std())
 
     # ---- special protein equations (decoys that are not ordinary proteins) --------
-    special, special_v2 = {}, {}
-    eps = {}
-    for role, p in world.special_proteins().items():
-        eps[role] = blocks.normal(world, f"special/{role}")
-    h2 = world.protein_h2
-    special_raw_v1 = {}
-    if "T1" in r.decoys:
-        p = r.decoys["T1"]
-        special_raw_v1[p] = bp["T1"]["bmi_loading"] * z_bmi + np.sqrt(h2[p]) * g_cis[p] + bp["T1"]["residual"] * eps["T1"]
-    if "T2" in r.decoys:
-        p = r.decoys["T2"]
-        special_raw_v1[p] = bp["T2"]["latent_loading"] * latent + np.sqrt(h2[p]) * g_cis[p] + bp["T2"]["residual"] * eps["T2"]
-    if r.a9_partner is not None:
-        p = r.a9_partner
-        special_raw_v1[p] = (bp["A9"]["partner_latent"] * latent_late + np.sqrt(h2[p]) * g_cis[p]
-                             + bp["A9"]["partner_residual"] * eps["A9_partner"])
+    special, special_tr, systematic = {}, {}, {}
     special_moments = {}
-    for p, x in special_raw_v1.items():
+    specials = sorted(world.special_proteins().items(), key=lambda kv: kv[1])
+    resid = np.concatenate([c["special_resid"] for c in cores]) if specials else None
+    tr_own = np.concatenate([c["special_tr_own"] for c in cores]) if specials else None
+    cov_terms = _covariate_terms(pop)
+    paths = {"T1": z_bmi, "T2": latent, "A9_partner": latent_late}
+    eps = {role: blocks.normal(world, f"special/{role}") for role, _ in specials}
+    for k, (role, p) in enumerate(specials):
+        x, bio, sys_part = special_raw(world, role, p, raw[:, list(tracked).index(p)], resid[:, k], eps[role], g_cis[p],
+                                       paths[role], cov_terms)
         special_moments[p] = (x.mean(), x.std())
         special[p] = (x - x.mean()) / x.std()
+        systematic[p] = sys_part / x.std()
         proteins[p] = special[p]
+        if not world.leaky("transcripts"):
+            # the transcript follows the protein's final biological value, with its own part
+            t = world.transcript_concordance[p] * bio + tr_own[:, k]
+            special_tr[p] = (t - t.mean()) / t.std()
 
     # ---- outcomes need the surrogate; imaging selection needs L and P_sel ---------
     eval_mask = blocks.uniform(world, "eval_mask") < float(world.params["eval_fraction"])
@@ -149,15 +185,17 @@ def assemble(world: World, cores: list) -> Cohort:
     cohort = Cohort(
         pop=pop, protein_mean=p_mean, protein_sd=p_sd, transcript_mean=t_mean, transcript_sd=t_sd,
         metabolite_mean=m_mean, metabolite_sd=m_sd, z_age=z_age, z_bmi=z_bmi, z_exercise=z_ex,
-        proteins=proteins, g_cis=g_cis, latent=latent, latent_late=latent_late, special=special, special_v2=special_v2,
+        proteins=proteins, g_cis=g_cis, latent=latent, latent_late=latent_late, special=special, special_tr=special_tr,
+        special_v2_path={}, special_v2_eps={},
         selection_score=score, imaged=imaged, visit2=np.zeros(n, bool), visit2_years=np.full(n, np.nan),
         eval_mask=eval_mask, age_sd=float(pop["age"].std()), age_mean=float(pop["age"].mean()),
     )
     cohort.extras["special_moments"] = special_moments
+    cohort.extras["special_systematic"] = systematic
+    cohort.extras["special_eps"] = eps
     cohort.extras["latent_raw_sd"] = latent_raw_sd
     cohort.extras["latent_late_raw_sd"] = latent_late_raw_sd
     cohort.extras["g_poly"] = g_poly
-    cohort.extras["eps"] = eps
     cohort.extras["g_direct"] = g_direct
     return cohort
 
@@ -222,30 +260,33 @@ def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> None:
 
 
 def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
-    """Special proteins at visit 2, standardised with the baseline moments so change is visible."""
-    r = world.roles
-    bp = world.params["bias_params"]
+    """The planted paths of the bias equations at visit 2 (visit-2 rows): BMI then, L_late
+    (disease then) for the reverse-causation decoy, and for the A9 partner, which tracks
+    disease five years ahead, disease five years after visit 2: L_late carried on as L
+    carried into L_late (correlation rho = r(L, L_late)) with fresh variation.  The omics
+    stage applies them to the proteins' ordinary visit-2 values and standardises with the
+    baseline moments, so change is visible."""
     v2 = cohort.visit2
-    h2 = world.protein_h2
-    eps_new = {role: blocks.normal(world, f"special_visit2/{role}") for role in world.special_proteins()}
-    eps = cohort.extras["eps"]
     z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
-    carry = 0.6
-
-    def resid(role):
-        return carry * eps[role] + np.sqrt(1 - carry * carry) * eps_new[role]
-
-    raw = {}
-    if "T1" in r.decoys:
-        p = r.decoys["T1"]
-        raw[p] = bp["T1"]["bmi_loading"] * z_bmi2 + np.sqrt(h2[p]) * cohort.g_cis[p] + bp["T1"]["residual"] * resid("T1")
-    if "T2" in r.decoys:
-        p = r.decoys["T2"]
-        raw[p] = bp["T2"]["latent_loading"] * cohort.latent_late + np.sqrt(h2[p]) * cohort.g_cis[p] + bp["T2"]["residual"] * resid("T2")
-    if r.a9_partner is not None:
-        p = r.a9_partner
-        raw[p] = (bp["A9"]["partner_latent"] * cohort.latent_late + np.sqrt(h2[p]) * cohort.g_cis[p]
-                  + bp["A9"]["partner_residual"] * resid("A9_partner"))
-    for p, x in raw.items():
-        m, s = cohort.extras["special_moments"][p]
-        cohort.special_v2[p] = ((x - m) / s)[v2]
+    rho = float(np.mean(cohort.latent * cohort.latent_late))  # both standardised; no BLAS in a written value
+    ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, "a9_partner/disease_ahead_visit2")
+    paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": ahead}
+    cohort.special_v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
+    # The planted path persists between visits more than an ordinary protein's residual
+    # does (BMI and disease change little in five years), so the bias equation's own
+    # residual renews faster, by just enough that the protein's visit-to-visit stability
+    # is an ordinary protein's: carry r'^2 + rho l^2 = 0.6 x 0.8^2.
+    before = {"T1": cohort.z_bmi, "T2": cohort.latent, "A9_partner": cohort.latent_late}
+    eps = cohort.extras["special_eps"]
+    cohort.special_v2_eps = {}
+    for role, p in world.special_proteins().items():
+        carry = VISIT2_RESID_CARRY
+        if not world.leaky("communality"):
+            bias, load_key, _ = SPECIAL_PATHS[role]
+            loading = float(world.params["bias_params"][bias][load_key])
+            x, y = before[role], paths[role]
+            rho = float(np.mean((x - x.mean()) * (y - y.mean())) / (x.std() * y.std()))
+            r2 = special_residual(loading) ** 2
+            carry = float(np.clip((VISIT2_RESID_CARRY * PROTEIN_RESIDUAL ** 2 - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0
+        renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, f"special_visit2/{role}")
+        cohort.special_v2_eps[p] = renewed[v2]

@@ -7,6 +7,11 @@ biological part and the transcript's own genetic/factor/residual part, plus its
 own covariate terms, so r(protein, transcript) is about the concordance c_g
 without a fixed transcript-to-protein causal link.
 Metabolite m: z[sqrt(h2_m) G_cis(m) + F lambda_m + covariates + 0.8 eps].
+Co-regulated pair (a, m) (``world.coregulated``; the T4 pair among them): both are
+assays of one abundance with the same cis, trans and factor terms, and of each
+residual the share COREGULATED_SHARED is the abundance's (drawn once, the anchor's
+column) and the rest the assay's own noise, so each member alone is an ordinary
+protein and the two are exchangeable.
 
 z[.] needs population moments, so a block first returns raw values and their
 (sum, sum of squares); the release pass recomputes the raw values from the same
@@ -18,7 +23,7 @@ import numpy as np
 
 from .. import seeds
 from ..world import PROTEIN_COVARIATES as PC
-from ..world import PROTEIN_RESIDUAL, TRANS_EFFECT
+from ..world import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT
 
 VISIT2_FACTOR_CARRY = 0.85  # corr of the shared factors between visits
 VISIT2_RESID_CARRY = 0.60  # corr of assay/biological residuals between visits
@@ -48,6 +53,21 @@ def standardised_genotypes(world, dosage: np.ndarray, columns: np.ndarray) -> np
     return (dosage[:, columns] - 2.0 * q) / np.sqrt(2.0 * q * (1.0 - q))
 
 
+def coregulate(world, resid: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Residuals with each co-regulated pair's shared abundance: member m gets
+    sqrt(s) x the anchor's draw + sqrt(1 - s) x its own draw, the anchor the same
+    shared draw + sqrt(1 - s) x ``noise`` (one column per pair)."""
+    pairs = world.coregulated
+    if not len(pairs):
+        return resid
+    a, m = pairs[:, 0], pairs[:, 1]
+    shared, own = np.sqrt(COREGULATED_SHARED), np.sqrt(1.0 - COREGULATED_SHARED)
+    out = resid.copy()
+    out[:, m] = shared * resid[:, a] + own * resid[:, m]
+    out[:, a] = shared * resid[:, a] + own * noise
+    return out
+
+
 def _covariate_terms(pop, age_shift=0.0, bmi=None):
     bmi = pop["bmi"] if bmi is None else bmi
     return (PC["age"] * (pop["age"] + age_shift - PC["age_centre"]) + PC["sex"] * pop["sex"]
@@ -71,6 +91,8 @@ class BlockMolecules:
         self.ginv = 1.0 / np.sqrt(2.0 * q * (1.0 - q))
         self.factors = seeds.stream(s, "factors", b).standard_normal((n, F))
         self.protein_resid = seeds.stream(s, "protein_residual", b).standard_normal((n, world.n_proteins))
+        self.pair_noise = seeds.stream(s, "coregulated_residual", b).standard_normal((n, len(world.coregulated)))
+        self.protein_resid = coregulate(world, self.protein_resid, self.pair_noise)
         # the protein's biological part (everything but the covariate terms)
         self.protein_bio = self._bio(self.dosage, world.protein_cis, np.sqrt(world.protein_h2), world.protein_master,
                                      self.factors, world.protein_loadings, self.protein_resid)
@@ -96,6 +118,14 @@ class BlockMolecules:
     def proteins_raw(self) -> np.ndarray:
         return self.protein_bio + self.cov
 
+    def t4_abundance_raw(self) -> np.ndarray:
+        """The T4 driver's own abundance (what L depends on): its released value
+        without its assay's own noise, which its partner's assay does not share."""
+        w = self.world
+        k = next(i for i, (a, _) in enumerate(w.coregulated) if int(a) == w.roles.t4_causal)
+        own = np.sqrt(1.0 - COREGULATED_SHARED)
+        return self.protein_bio[:, w.roles.t4_causal] + self.cov[:, 0] - PROTEIN_RESIDUAL * own * self.pair_noise[:, k]
+
     def transcripts_raw(self) -> np.ndarray:
         from kernels.omics import mix_transcripts
 
@@ -118,21 +148,23 @@ class BlockMolecules:
                         w.metabolite_loadings, resid)
         return bio + dot(self._covariates(), w.metabolite_cov.T)
 
-    def proteins_visit2_raw(self, rows: np.ndarray, age_shift: np.ndarray, bmi2: np.ndarray) -> np.ndarray:
+    def proteins_visit2_raw(self, rows: np.ndarray, age_shift: np.ndarray, bmi2: np.ndarray) -> tuple:
         """Ordinary protein equation five years on for the block rows ``rows``:
-        genetics fixed, factors and residuals partly renewed, covariates updated."""
+        genetics fixed, factors and residuals partly renewed, covariates updated.
+        Returns the raw values and the visit-2 residual draws (bias equations reuse them)."""
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
         # Drawn for the whole block so a participant's values do not depend on who else attended.
         f_new = seeds.stream(s, "factors_visit2", b).standard_normal(self.factors.shape)
         r_new = seeds.stream(s, "protein_residual_visit2", b).standard_normal((n, w.n_proteins))
+        r_new = coregulate(w, r_new, seeds.stream(s, "coregulated_residual_visit2", b).standard_normal((n, len(w.coregulated))))
         k1, k2 = VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
         f2 = k1 * self.factors[rows] + np.sqrt(1 - k1 * k1) * f_new[rows]
         r2 = k2 * self.protein_resid[rows] + np.sqrt(1 - k2 * k2) * r_new[rows]
         bio = self._bio(self.dosage[rows], w.protein_cis, np.sqrt(w.protein_h2), w.protein_master, f2,
                         w.protein_loadings, r2)
         pop_rows = {k: v[rows] for k, v in self.pop.items()}
-        return bio + _covariate_terms(pop_rows, age_shift=age_shift, bmi=bmi2)[:, None]
+        return bio + _covariate_terms(pop_rows, age_shift=age_shift, bmi=bmi2)[:, None], r2
 
 
 def moments(x: np.ndarray) -> np.ndarray:

@@ -19,6 +19,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..config import A9Params, HardParams, T1Params, T2Params, T3Params, T6Params, T7Params, T8Params, T9Params
+from ..ld import LINK_R2, expected_haplotype_r
+from ..modalities.phenotypes import ARCHETYPE_LOADINGS, T8_IMAGING_C, TEXTURE_LOADINGS, TRAITS
 from ..world import (CARDIAC_L, CENTRE_CODES, L_AGE,
                      L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS)
 from .core import Check, at_least, band
@@ -47,6 +49,8 @@ def _skip(name, group, expected_z, detail="") -> Check:
 class Ctx:
     """Everything the checks share, loaded once."""
 
+    G = "mechanisms"
+
     def __init__(self, world):
         self.w = world
         self.truth = world.truth
@@ -65,12 +69,19 @@ class Ctx:
         self.smoking = self.cov["p20116_i0"].to_numpy(float).clip(0, 1)
         self.sex = self.cov["p31_i0"].to_numpy(float)
         self.imaged = self.cov["imaged"].to_numpy(bool)
+        r = self.roles
+        self.role_ids = set(r["drivers"]) | set(r["decoys"].values()) | {
+            p for p in (r.get("t4_partner"), r.get("a9_partner"), r.get("surrogate")) if p}
 
     def true(self, protein):
         return self.hp[f"true_{protein}"].to_numpy()
 
     def gcis(self, protein):
         return self.hp[f"gcis_{protein}"].to_numpy()
+
+    def systematic(self, protein):
+        """A bias equation's ordinary part other than its residual (sealed)."""
+        return self.hp[f"systematic_{protein}"].to_numpy()
 
     def f(self, p):
         if self.hard:
@@ -188,20 +199,21 @@ def fidelity(c: Ctx) -> list:
     if "T1" in r["decoys"]:
         p = r["decoys"]["T1"]
         y = c.true(p)
-        f1, _, _ = ols(y, [c.hp["z_bmi"].to_numpy(), c.gcis(p)], ["z_bmi", "g"])
+        f1, _, _ = ols(y, [c.hp["z_bmi"].to_numpy(), c.systematic(p)], ["z_bmi", "ordinary"])
         sdp = c.hid["special_raw_sd"][p]
         b, se = f1["z_bmi"]
-        out.append(_fid("T1: decoy loading on z(BMI)", G, b, se, T1Params().bmi_loading, sdp, "S1.4 T1: z[0.55 z(BMI) + sqrt(h2) G + 0.8 eps]"))
+        out.append(_fid("T1: decoy loading on z(BMI)", G, b, se, T1Params().bmi_loading, sdp,
+                        "S1.4 T1 + SPEC: z[ordinary protein + 0.55 z(BMI)] (regressed on the ordinary part)"))
         Xp, nm = c.latent_design([y], ["T1"])
         b, se = ols(L, Xp, nm)[0]["T1"]
         out.append(_fid("T1: decoy has no effect on L given BMI (backdoor only through BMI's own 0.15)", G, b, se, 0.0, sd, "S1.4 T1"))
     if "T2" in r["decoys"]:
         p = r["decoys"]["T2"]
         y = c.true(p)
-        f2, _, _ = ols(y, [L, c.gcis(p)], ["L", "g"])
+        f2, _, _ = ols(y, [L, c.systematic(p)], ["L", "ordinary"])
         b, se = f2["L"]
         out.append(_fid("T2: decoy loading on L", G, b, se, T2Params().latent_loading, c.hid["special_raw_sd"][p],
-                        "S1.4 T2: z[0.50 L + sqrt(h2) G + 0.75 eps]"))
+                        "S1.4 T2 + SPEC: z[ordinary protein + 0.50 L] (regressed on the ordinary part)"))
         rz, z, n = corr_z(c.gcis(p), L)
         out.append(band("T2: decoy's instrument unrelated to L", G, rz, 0.0, Z_NULL / np.sqrt(n), "S1.4 T2: L -> P, not P -> L",
                         se=1 / np.sqrt(n), level="fidelity"))
@@ -216,6 +228,7 @@ def fidelity(c: Ctx) -> list:
         Xp, nm = c.latent_design([c.true(r["t4_partner"])], ["partner"])
         b, se = ols(L, Xp, nm)[0]["partner"]
         out.append(_fid("T4: partner has no effect on L", G, b, se, 0.0, sd, "S1.4 T4"))
+        out.append(_t4_exchangeable(c))
     if "T6" in c.biases:
         tr = _trait_fits(c)
         for k, target in (("edv", T6Params().edv), ("esv", T6Params().esv)):
@@ -232,11 +245,61 @@ def fidelity(c: Ctx) -> list:
         out.append(_fid("T7: the decoy protein itself has no effect on L", G, b, se, 0.0, sd, "S1.4 T7"))
     if r.get("surrogate"):
         out += _t8_fidelity(c)
+    out.append(_unplanned_instruments(c))
     if "T9" in r["decoys"]:
         out += _t9_fidelity(c)
     if r.get("a9_causal"):
         out += _a9_fidelity(c)
     return out
+
+
+def _t4_exchangeable(c: Ctx) -> Check:
+    """SPEC T4: both released members measure one abundance with equal independent noise,
+    so in a joint regression of L on both (other terms of L's equation held) their
+    difference carries nothing: association alone does not identify the driver."""
+    r = c.roles
+    xd = c.w.proteomics[r["t4_causal"]].to_numpy(float)
+    xp = c.w.proteomics[r["t4_partner"]].to_numpy(float)
+    X, names = c.latent_design()
+    keep = [i for i, nm in enumerate(names) if nm != r["t4_causal"]]
+    X = [X[i] for i in keep] + [xd + xp, xd - xp]
+    names = [names[i] for i in keep] + ["sum", "difference"]
+    b, se = ols(c.L, X, names)[0]["difference"]
+    return _fid("T4: driver and partner exchangeable (joint regression of L, coefficient on their difference)", c.G, b, se,
+                0.0, 1.0, "SPEC T4 row: one co-regulated abundance, equal independent noise",
+                f"coefficient on the sum {ols(c.L, X, names)[0]['sum'][0]:+.3f}")
+
+
+def _unplanned_instruments(c: Ctx) -> Check:
+    """SPEC section 4: every instrument that moves L (drivers' cis variants, the T7
+    variant, G_direct) is shared with or linked (expected r^2 > LINK_R2) to no other
+    protein's cis variant, but the planted T4 partner's."""
+    r = c.roles
+    var = c.w.variants
+    index = {v: i for i, v in enumerate(var["id"])}
+    contig = var["contig"].to_numpy()
+    pos = var["position"].to_numpy().astype(float)
+    q = np.clip(c.w.genotypes.mean(axis=0).to_numpy() / 2.0, 1e-4, 1 - 1e-4)
+    decay = 1000.0 * float(c.hid["ld_decay_kb"])
+    pids = list(c.w.proteomics.columns)
+    cis = np.array([index[v] for v in c.hid["protein_cis_variant"]])
+    # (what, owner, variant, the protein allowed to share it)
+    movers = [(f"cis of driver {p}", p, cis[pids.index(p)], r.get("t4_partner") if p == r.get("t4_causal") else None)
+              for p in r["drivers"]]
+    if "T7" in r["decoys"]:
+        movers.append((f"cis of T7 decoy {r['decoys']['T7']}", r["decoys"]["T7"], cis[pids.index(r["decoys"]["T7"])], None))
+    movers.append(("G_direct", None, index[c.hid["direct_variant"]], None))
+    found = []
+    for what, owner, m, allowed in movers:
+        same = contig[cis] == contig[m]
+        rho = np.where(same, np.exp(-np.abs(pos[cis] - pos[m]) / decay), 0.0)
+        r2 = np.square(expected_haplotype_r(q[cis], np.full(len(cis), q[m]), rho))
+        for j in np.flatnonzero((r2 > LINK_R2) | (cis == m)):
+            if pids[j] not in (owner, allowed):
+                found.append(f"{pids[j]} ({'on' if cis[j] == m else f'r2 {r2[j]:.2f} with'} {what})")
+    return Check("instruments: no unplanned protein instrument moves L (shared or linked with r2 > 0.05)", c.G, float(len(found)),
+                 0.0, 0.0, 0.0, not found, "SPEC section 4: cis loci", "; ".join(found[:6]) or
+                 f"{len(movers)} instruments that move L, none shared or linked but the planted T4 partner", level="fidelity")
 
 
 def _trait_fits(c: Ctx) -> dict:
@@ -245,7 +308,15 @@ def _trait_fits(c: Ctx) -> dict:
     if c.roles.get("surrogate"):
         cols.append(c.true(c.roles["surrogate"]))
         names.append("P_T8")
-    return {k: ols(c.hp[f"trait_{k}"].to_numpy(), cols, names)[0] for k in ("edv", "esv", "wall")}
+    return {k: ols(c.hp[f"trait_{k}"].to_numpy(), cols, names)[0] for k in CHANNELS if f"trait_{k}" in c.hp}
+
+
+CHANNELS = list(TRAITS) + ["t1_het", "motion_het"]
+
+
+def disease_direction(archetype: str) -> dict:
+    """alpha_a,k: each imaging channel's loading on L in the archetype."""
+    return dict(zip(TRAITS, ARCHETYPE_LOADINGS[archetype]), **TEXTURE_LOADINGS[archetype])
 
 
 def _t3_fidelity(c: Ctx) -> list:
@@ -306,14 +377,30 @@ def collider_prediction(c: Ctx, P, offset, selected: bool = True) -> float:
 
 
 def _t8_fidelity(c: Ctx) -> list:
+    """The surrogate's imaging effect: each channel's loading on P_T8 (given L and the
+    other terms) is -c_a alpha_a,k, against the archetype's disease direction; c is
+    estimated by weighted least squares over the channels, and what is left off that
+    direction must be noise (chi-square)."""
     G = "mechanisms"
     out = []
     t8 = T8Params()
+    arch = c.truth["archetype"]
+    alpha = disease_direction(arch)
     tr = _trait_fits(c)
-    for k, target in (("edv", t8.edv), ("esv", t8.esv), ("wall", t8.wall)):
-        b, se = tr[k]["P_T8"]
-        out.append(_fid(f"T8: surrogate loading on z({k.upper()}) (better imaging)", G, b, se, target, 1.0,
-                        "S1.3/SPEC: the surrogate lowers cavity size, raises wall thickness and EF"))
+    ks = [k for k in CHANNELS if k in tr]
+    b = np.array([tr[k]["P_T8"][0] for k in ks])
+    se = np.array([tr[k]["P_T8"][1] for k in ks])
+    a = np.array([alpha[k] for k in ks])
+    info = np.sum(a * a / se ** 2)
+    c_hat = -np.sum(a * b / se ** 2) / info
+    se_c = 1.0 / np.sqrt(info)
+    out.append(_fid(f"T8: surrogate's imaging effect against disease ({arch}: delta = -c alpha, c)", G, c_hat, se_c,
+                    T8_IMAGING_C[arch] * t8.imaging, 1.0, "SPEC T8 row: improves imaging in the world's own archetype",
+                    "per channel: " + ", ".join(f"{k} {v:+.3f}" for k, v in zip(ks, b))))
+    chi2 = float(np.sum(((b + c_hat * a) / se) ** 2))
+    limit = float(sps.chi2.ppf(1 - 1e-4, len(ks) - 1))
+    out.append(Check("T8: surrogate's imaging effect off the disease direction (chi-square of the remainder)", G, chi2, float(len(ks) - 1),
+                     None, limit, bool(chi2 <= limit), "SPEC T8 row", f"{len(ks)} channels; limit at p = 1e-4", level="fidelity"))
     fit = _hazard_fit(c)
     for nm, target in (("P_T8", t8.hazard), ("L(t)", CARDIAC_L)):
         b, se = fit[nm]
@@ -408,10 +495,10 @@ def _a9_fidelity(c: Ctx) -> list:
     b, se = fit[r["a9_causal"]]
     out.append(_fid("A9: delayed driver's late effect 0.35 w_late", G, b, se, LATE_DRIVERS * w_late[k], c.sd_late, "S1.3"))
     p = r["a9_partner"]
-    fit, _, _ = ols(c.true(p), [c.Ll, c.gcis(p)], ["L_late", "g"])
+    fit, _, _ = ols(c.true(p), [c.Ll, c.systematic(p)], ["L_late", "ordinary"])
     b, se = fit["L_late"]
     out.append(_fid("A9: partner tracks later disease (loading on L_late)", G, b, se, a9.partner_latent,
-                    c.hid["special_raw_sd"][p], "SPEC: partner = z[0.50 L_late + sqrt(h2) G + 0.75 eps]"))
+                    c.hid["special_raw_sd"][p], "SPEC: partner = z[ordinary protein + 0.50 L_late] (regressed on the ordinary part)"))
     return out
 
 
@@ -456,6 +543,7 @@ def analyst(world, c: Ctx) -> list:
     G = "mechanisms"
     out = []
     Y = analyst_phenotype(world)
+    c.analyst_y = Y
     prot = world.proteomics
     geno = world.genotypes
     r_yl = np.corrcoef(Y, c.L)[0, 1]
@@ -492,17 +580,31 @@ def analyst(world, c: Ctx) -> list:
     dec = roles["decoys"]
     zb = world.covariates["p21001_i0"].to_numpy(float)
     if "T1" in dec:
+        # The decoy is associated with disease through BMI only as far as the disease
+        # measure is (r(Y, BMI): L's own 0.15 z(BMI) plus whatever BMI reaches L through the
+        # drivers' covariate terms); on top of that it shares the ordinary proteins' latent
+        # factors, through which every protein is weakly associated with disease.  So the
+        # trap is read as the part of the association that BMI adjustment removes (the
+        # marginal z less the adjusted z, which carry the same factor part), and what is
+        # left must be no more than an ordinary protein's.
+        name = "T1: association removed by BMI adjustment (marginal z - adjusted z)"
         x = prot[dec["T1"]].to_numpy(float)
-        ez = abs(0.55 / 0.87 * L_BMI / c.sd_raw * r_yl) * np.sqrt(n)
+        r_yb = float(np.corrcoef(Y, zb)[0, 1])
+        ez = abs(T1Params().bmi_loading / 0.87 * r_yb) * np.sqrt(n)
+        _, zm, _ = corr_z(x, Y)
+        adj = np.column_stack([zb, world.covariates["p21003_i0"].to_numpy(float), c.sex])
+        z_all = _adjusted_z(prot, Y, adj)
+        za = float(z_all[pids.index(dec["T1"])])
+        ordinary = [j for j, p in enumerate(pids) if p not in c.role_ids]
+        limit = max(Z_NULL, float(np.quantile(np.abs(z_all[ordinary]), 0.995)))
+        detail = (f"marginal z = {zm:+.1f}; BMI-adjusted z = {za:+.1f} (ordinary proteins' 99.5th percentile of |adjusted z| "
+                  f"{limit:.1f}); r(phenotype, BMI) = {r_yb:+.3f}, expected shift {np.sign(r_yb) * ez:+.1f}")
         if ez < MIN_POWER_Z:
-            out.append(_skip("T1: marginal association vanishing after BMI adjustment", G, ez))
+            out.append(_skip(name, G, ez, detail))
         else:
-            _, zm, _ = corr_z(x, Y)
-            f_adj, _, _ = ols(Y, [x, zb, world.covariates["p21003_i0"].to_numpy(float), c.sex], ["P", "bmi", "age", "sex"])
-            za = f_adj["P"][0] / f_adj["P"][1]
-            ok = abs(zm) >= Z_SIG and abs(za) < Z_NULL
-            out.append(Check("T1: marginal association vanishing after BMI adjustment", G, float(za), 0.0, -Z_NULL, Z_NULL, bool(ok),
-                             "S1.4 T1", f"marginal z = {zm:+.1f}; BMI-adjusted z = {za:+.1f}", level="analyst"))
+            shift = (zm - za) * np.sign(r_yb)
+            ok = shift >= Z_SIG and abs(za) < limit
+            out.append(Check(name, G, float(shift), None, Z_SIG, None, bool(ok), "S1.4 T1", detail, level="analyst"))
     if "T2" in dec:
         x = prot[dec["T2"]].to_numpy(float)
         lead, _ = _lead_variant(geno, x)
@@ -553,6 +655,20 @@ def analyst(world, c: Ctx) -> list:
     if roles.get("a9_causal"):
         out += _a9_analyst(world, c, Y)
     return out
+
+
+def _adjusted_z(prot: pd.DataFrame, Y: np.ndarray, adj: np.ndarray) -> np.ndarray:
+    """z of every protein's association with Y given the columns of ``adj`` (both
+    residualised on them; missing protein values set to the protein's mean)."""
+    Z = np.column_stack([np.ones(len(Y)), adj])
+    P = prot.to_numpy(float)
+    P = np.where(np.isfinite(P), P, np.nanmean(P, axis=0))
+    proj = np.linalg.lstsq(Z, np.column_stack([Y, P]), rcond=None)[0]
+    R = np.column_stack([Y, P]) - Z @ proj
+    R = (R - R.mean(axis=0)) / R.std(axis=0)
+    r = (R[:, 1:] * R[:, :1]).mean(axis=0)
+    dof = len(Y) - Z.shape[1] - 1
+    return r * np.sqrt(dof / np.maximum(1e-12, 1 - r * r))
 
 
 def _partial_corr(x, y, Z, mask):
@@ -672,17 +788,35 @@ def _t8_analyst(world, c: Ctx) -> list:
                             f"log-hazard ratio per SD {b:+.3f}"))
     feats_path = os.path.join(world.sealed, "imaging_features.parquet")
     if os.path.exists(feats_path):
-        feats = pd.read_parquet(feats_path)
-        ids = feats.index
-        xi = world.proteomics.loc[ids, s].to_numpy(float)
-        fz = corr_z(xi, feats["ed_cavity_area_px"].to_numpy(float))
-        ez = abs(T8Params().edv * 0.7) * np.sqrt(len(ids))
-        if ez < MIN_POWER_Z:
-            out.append(_skip("T8: surrogate gives better imaging (smaller cavity)", G, ez))
-        else:
-            out.append(Check("T8: surrogate gives better imaging (smaller ED cavity, z)", G, float(fz[1]), None, None, -Z_SIG,
-                             bool(fz[1] <= -Z_SIG), "S1.3 T8 term", f"r = {fz[0]:+.3f} over {fz[2]} imaged", level="analyst"))
+        out.append(_t8_imaging_analyst(world, c, x))
     return out
+
+
+def _t8_imaging_analyst(world, c: Ctx, x: np.ndarray) -> Check:
+    """The surrogate looks protective on imaging in the world's own archetype: among the
+    imaged, an imaging signature of disease (out-of-fold ridge of the release-only
+    analyst phenotype on the baseline pipeline's measurements of the released pixels)
+    moves with the surrogate in the opposite direction to disease."""
+    G = "mechanisms"
+    name = "T8: surrogate looks protective on the archetype's imaging signature of disease (z)"
+    feats = pd.read_parquet(os.path.join(world.sealed, "imaging_features.parquet"))
+    feats = feats[[k for k in feats.columns if feats[k].dtype.kind == "f"]]
+    rows = world.covariates.index.get_indexer(feats.index)
+    Y = c.analyst_y[rows]
+    folds = np.arange(len(rows)) % 5
+    S = ridge_cv(feats.to_numpy(float), Y, folds, alpha=10.0)
+    xs = x[rows]
+    r_sy = corr_z(S, Y)[0]
+    r_sl = corr_z(S, c.L[rows])[0]
+    rz = corr_z(xs, S)
+    arch = c.truth["archetype"]
+    ez = T8_IMAGING_C[arch] * abs(r_sl) * np.sqrt(len(rows))
+    detail = (f"r(surrogate, signature) = {rz[0]:+.3f} over {rz[2]} imaged; r(signature, analyst phenotype) = {r_sy:+.2f}; "
+              f"expected z {-ez:.1f}")
+    if ez < MIN_POWER_Z:
+        return _skip(name, G, ez, detail)
+    return Check(name, G, float(rz[1]), None, None, -Z_SIG, bool(rz[1] <= -Z_SIG and r_sy > 0), "SPEC T8 row", detail,
+                 level="analyst")
 
 
 def _a9_analyst(world, c: Ctx, Y) -> list:
@@ -786,7 +920,9 @@ def _plot(c: Ctx):
         p7 = r["decoys"]["T7"]
         panels.append(("T7: instrument moves P and L", by_dosage(c.gcis(p7), [("P_T7", c.true(p7)), ("L", c.L)])))
     if r.get("surrogate"):
-        panels.append(("T8: z(ESV) vs surrogate", scatter(c.true(r["surrogate"]), c.hp["trait_esv"].to_numpy())))
+        alpha = disease_direction(c.truth["archetype"])
+        signature = sum(a * c.hp[f"trait_{k}"].to_numpy() for k, a in alpha.items() if f"trait_{k}" in c.hp)
+        panels.append(("T8: imaging along disease vs surrogate", scatter(c.true(r["surrogate"]), signature)))
     if "T9" in r["decoys"]:
         panels.append(("T9: released vs true decoy",
                        scatter(c.true(r["decoys"]["T9"]), c.w.proteomics[r["decoys"]["T9"]].to_numpy(float))))

@@ -30,6 +30,9 @@ def hidden_model(world: World, cohort) -> dict:
         "protein_loading_ss": [round(float(x), 6) for x in np.square(world.protein_loadings).sum(axis=1)],
         "transcript_concordance": [round(float(c), 6) for c in world.transcript_concordance],
         "direct_variant": str(world.variant_id[world.direct_variant]),
+        "coregulated_pairs": [[pid[int(a)], pid[int(m)]] for a, m in world.coregulated],
+        "cis_placement": world.cis_placement,
+        "test_leaks": sorted(world.leaks),
         "t3_protein": pid[r.decoys["T3"]] if "T3" in r.decoys else None,
         "t9_centre_index": world.t9_centre,
         "interaction": (None if r.interaction is None else
@@ -78,6 +81,10 @@ def hidden_participants(world: World, cohort, traits_z: dict | None, traits_clin
     for p in world.tracked_proteins():
         cols[f"true_{pid[p]}"] = cohort.proteins[int(p)]
         cols[f"gcis_{pid[p]}"] = cohort.g_cis[int(p)]
+    for p, v in cohort.extras.get("special_systematic", {}).items():
+        # the bias equation's ordinary part other than its residual (cis, trans, factors,
+        # covariate terms), on the released column's scale: the fidelity checks regress on it
+        cols[f"systematic_{pid[p]}"] = v
     for k, v in (traits_z or {}).items():
         cols[f"trait_{k}"] = v
     for k, v in (traits_clinical or {}).items():

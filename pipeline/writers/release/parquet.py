@@ -3,8 +3,11 @@
 zstd, dictionary encoding only for string columns (float columns gain nothing
 from it and it is about 6x slower on wide omics tables), statistics on, one row
 group per fixed group of participant blocks so the file layout never depends on
-Dask chunking.  The pandas index (``subject_id`` or ``protein``) is stored as a
+Dask chunking.  A named pandas index (``subject_id`` or ``protein``) is stored as a
 column and restored by pandas; pyarrow, polars and duckdb see it as a column.
+The long tables' default row numbers are not stored at all: pyarrow would
+otherwise write them as a column ``__index_level_0__`` that polars and duckdb
+show beside the data.
 """
 from __future__ import annotations
 
@@ -33,8 +36,13 @@ def writer_options(table_schema: pa.Schema, compression=COMPRESSION, level=COMPR
                 write_statistics=stat_cols or False, version="2.6", data_page_version="1.0")
 
 
+def _default_index(index: pd.Index) -> bool:
+    """Row numbers 0 … n-1 without a name: what pandas gives a frame with no index of its own."""
+    return (isinstance(index, pd.RangeIndex) and index.name is None and index.start == 0 and index.step == 1)
+
+
 def to_arrow(df: pd.DataFrame) -> pa.Table:
-    return pa.Table.from_pandas(df, preserve_index=True)
+    return pa.Table.from_pandas(df, preserve_index=not _default_index(df.index))
 
 
 def table_bytes(df: pd.DataFrame | pa.Table, row_group_rows: int = ROW_GROUP_ROWS) -> bytes:
