@@ -10,6 +10,22 @@ played at budgets 0, 450,000 and 2,000,000, and deleted afterwards unless --keep
 (a paper-scale world with images is ~16 GB).  Results accumulate in
 ``<out>/analyst_scores.json`` (a rerun skips finished episodes); the figure is
 ``<out>/analyst_scores.png`` and the text report ``<out>/analyst_report.md``.
+
+Two modes:
+
+* ``--mode harness`` (default): every (world, budget) is a real episode through the
+  harness (sandbox, 30 turns of 300 s), each segmenting every scan again.
+* ``--mode replay``: the same library code played in-process by a minimal stand-in
+  for the harness (the oracle answers requests between turns, charged at the
+  prompt's prices; the scorer reads the stand-in's ledger).  Everything before the
+  analyst's evidence step is budget-free, so the scans are segmented once per world,
+  in the 2,000,000 episode, and the 450,000 and 0 episodes resume from a copy of
+  that work folder at the evidence step.  The world's pixels are then deleted and
+  its tables and the work folders kept (``<out>/worlds``, ``<out>/replay``), so
+  ``--refresh`` replays every world again from the phenotype step after a change
+  to the analysis (no pixels needed).  No sandbox and no turn clock: it measures
+  the policy's decisions, not its fit to the harness's limits, which the harness
+  mode (and the analyst's tests) check.
 """
 from __future__ import annotations
 
@@ -142,7 +158,12 @@ def main(argv=None) -> int:
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--out", required=True)
     parser.add_argument("--keep", action="store_true", help="keep the built worlds")
+    parser.add_argument("--mode", choices=("harness", "replay"), default="harness")
+    parser.add_argument("--refresh", action="store_true",
+                        help="replay mode: replay every kept world again from the phenotype step")
     args = parser.parse_args(argv)
+    if args.mode == "replay":
+        return replay_main(args)
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -180,6 +201,132 @@ def main(argv=None) -> int:
             shutil.rmtree(world_dir, ignore_errors=True)
     report(rows, budgets, out, args.scale)
     return 0
+
+
+# ----------------------------------------------------------------------------- replay mode
+
+
+def replay_episode(world_dir: Path, work: Path, budget: int, start: str | None = None, max_turns: int = 30) -> dict:
+    """Play the analyst's library in-process against ``world_dir`` with ``work`` as WORK.
+
+    ``start``: resume a copied work folder at this task (earlier tasks' results kept).
+    The stand-in harness delivers requested experiments before the next turn, refuses
+    what the budget cannot cover, keeps a ledger and scores with ``pipeline.score``.
+    """
+    import importlib
+
+    from pipeline.agents.analyst import LIB_DIR
+    from pipeline.genotypes_io import load_genotypes
+    from pipeline.oracle import load_oracle, run_experiment
+    from pipeline.score import score_episode
+
+    sys.path.insert(0, str(LIB_DIR.parent))
+    tasks = importlib.import_module("lib.tasks")
+    release = world_dir / "release"
+    state_path = work / "analyst" / "state.json"
+    if start is not None:
+        state = json.loads(state_path.read_text())
+        state["done"] = [t for t in state["done"] if t in tasks.TASKS[:tasks.TASKS.index(start)]]
+        for key in ("requested", "pending"):
+            state.pop(key, None)
+        state_path.write_text(json.dumps(state))
+        shutil.rmtree(work / "experiments", ignore_errors=True)
+        for name in ("submission.json", "evidence.csv", "report.md"):
+            (work / name).unlink(missing_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    oracle = load_oracle(world_dir / "sealed")
+    costs = {kind: float(value) for kind, value in oracle.costs.items()}
+    queue, submitted, ledger = [], [False], []
+    left = float(budget)
+    for turn in range(1, max_turns + 1):
+        tasks.run_turn(RELEASE=str(release), IMAGING=str(release / "imaging"), WORK=str(work),
+                       OUT_CSV=str(work / "phenotype.csv"), load_genotypes=lambda: load_genotypes(str(release)),
+                       request_experiment=lambda kind, prot: queue.append((kind, prot)),
+                       submit=lambda: submitted.__setitem__(0, True), budget_remaining=left,
+                       turns_remaining=max_turns + 1 - turn, costs=costs, time_limit=1e9)
+        for kind, prot in queue:
+            cost = float(costs[kind])
+            if cost > left or any(r["protein"] == prot and r["kind"] == kind for r in ledger):
+                continue
+            left -= cost
+            payload = run_experiment(oracle, kind, prot)
+            (work / "experiments").mkdir(exist_ok=True)
+            (work / "experiments" / f"{prot}.{kind}.json").write_text(json.dumps(payload))
+            ledger.append({"seq": len(ledger), "turn": turn, "kind": kind, "protein": prot, "status": "delivered",
+                           "cost": cost})
+        queue.clear()
+        if submitted[0]:
+            break
+    ledger_path = work.parent / f"{work.name}.ledger.jsonl"
+    ledger_path.write_text("".join(json.dumps(r) + "\n" for r in ledger))
+    result = score_episode(world_dir / "sealed", work, ledger_path)
+    result["episode"] = {"exit_reason": "submitted" if submitted[0] else "turn_limit", "turns_used": turn,
+                         "spent": budget - left}
+    result["isolated"] = False
+    return result
+
+
+def replay_main(args) -> int:
+    import contextlib
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    panels = {"dev": lambda: [f"world={w}" for w in DEV], "archetypes": lambda: archetype_worlds(out), "none": list}
+    specs = panels[args.panel]() + args.world
+    budgets = sorted((int(b) for b in args.budgets.split(",") if b), reverse=True)
+    store = out / "analyst_scores.json"
+    rows = json.loads(store.read_text())["rows"] if store.exists() and not args.refresh else []
+    done = {(r["spec"], r["budget"]) for r in rows}
+    for spec in specs:
+        if all((spec, b) in done for b in budgets):
+            continue
+        t0 = time.monotonic()
+        world_dir = build(spec, args.scale, out / "worlds") if not args.refresh else _kept_world(spec, args.scale, out)
+        built_s = time.monotonic() - t0
+        first = out / "replay" / f"{world_dir.name}-{budgets[0]}"
+        for i, budget in enumerate(budgets):
+            t1 = time.monotonic()
+            work = out / "replay" / f"{world_dir.name}-{budget}"
+            if i == 0:
+                start = "phenotype" if args.refresh else None
+                if start is None:
+                    shutil.rmtree(work, ignore_errors=True)
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+                shutil.copytree(first, work, ignore=shutil.ignore_patterns("experiments"))
+                start = "evidence"
+            with open(out / "replay" / f"{world_dir.name}-{budget}.log", "w") as log, contextlib.redirect_stdout(log):
+                result = replay_episode(world_dir, work, budget, start)
+            rows.append(_row(spec, world_dir, budget, result, time.monotonic() - t1, built_s))
+            store.write_text(json.dumps({"scale": args.scale, "mode": "replay", "rows": rows}, indent=1))
+            _print_row(rows[-1])
+        if not args.keep:
+            for folder in ("imaging", "imaging_visit2"):
+                shutil.rmtree(world_dir / "release" / folder, ignore_errors=True)
+    report(rows, sorted(budgets), out, args.scale)
+    return 0
+
+
+def _kept_world(spec: str, scale: str, out: Path) -> Path:
+    from pipeline import config
+
+    resolved = config.load([*shlex.split(spec), f"scale={scale}"])
+    return out / "worlds" / resolved.cfg.world.id
+
+
+def _row(spec, world_dir: Path, budget: int, result: dict, seconds: float, built_s: float) -> dict:
+    truth = json.loads((world_dir / "sealed" / "truth.json").read_text())
+    return {"spec": spec, "world": world_dir.name, "archetype": truth["archetype"], "budget": budget,
+            **{k: result[k] for k in (*COMPONENT_KEYS, "safety_penalty", "total")},
+            "exit_reason": result["episode"]["exit_reason"], "turns": result["episode"]["turns_used"],
+            "spent": result["episode"]["spent"], "isolated": result["isolated"],
+            "seconds": round(seconds, 1), "build_seconds": round(built_s, 1), "account": account(result)}
+
+
+def _print_row(row: dict) -> None:
+    print(f"{row['world']:<22} {row['budget']:>9} total {row['total']:6.2f}  "
+          + "  ".join(f"{SHORT[k]} {row[k]:.1f}" for k in COMPONENT_KEYS)
+          + f"  safety {row['safety_penalty']:.0f}  ({row['turns']} turns, {row['seconds']:.0f} s)", flush=True)
 
 
 def report(rows, budgets, out: Path, scale: str) -> None:
