@@ -254,11 +254,14 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
     z_rf = zcrit(ALPHA / (len(table) * max(len(risk), 1)))
     driven = pd.Series(False, index=table.index)
     driver_of = pd.Series("", index=table.index)
+    top = pd.Series(0.0, index=table.index)
     for c in risk:
         ze, _ = outliers(table[c].to_numpy())
         hit = np.abs(ze) > z_rf
         driven |= hit
-        driver_of[hit] = c[2:]
+        stronger = hit & (np.abs(ze) > top)  # named after the risk factor it stands out on most
+        driver_of[stronger] = c[2:]
+        top[stronger] = np.abs(ze)[stronger]
     # Change in estimate on adjustment, severity and events, against the proteome's own change
     # (every protein carries small covariate terms).
     k_rf = max(int(driven.sum()), 1)
@@ -301,10 +304,10 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             direction="inhibit" if fwd[prot] > 0 else "activate")
 
     pairs = [{"kind": "shared_locus", "members": g} for g in shared_sets]
-    late_markers = followers
     delayed_cands = [q for q, v in verdict.items() if v["label"] == "delayed_candidate"]
     if delayed_cands:
-        pairs.append({"kind": "delayed", "members": (delayed_cands + late_markers)[:5], "candidates": delayed_cands})
+        pairs.append({"kind": "delayed", "members": (delayed_cands + followers)[:5], "candidates": delayed_cands,
+                      "guess": followers[:1]})
     return {"verdict": verdict, "pairs": pairs}
 
 
@@ -318,6 +321,9 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
     mech = {"confounding", "reverse_causation", "selection", "pleiotropy", "measurement_artifact"}
     resolved = set()
     for pair in result["pairs"]:
+        if pair["kind"] == "delayed":
+            _delayed_claims(pair, verdict, findings, claims, resolved)
+            continue
         tested = {m: findings[m] for m in pair["members"] if m in findings}
         hits = [m for m, f in tested.items() if f["effect"]]
         if hits:
@@ -334,12 +340,6 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
             untested = [m for m in pair["members"] if m not in tested]
             if len(untested) >= 2:
                 claims["abstentions"].append({"molecules": untested[:5], "reason": _pair_reason(pair)})
-            elif len(untested) == 1 and not tested and pair["kind"] == "delayed":
-                # A delayed candidate with no marker to confuse it with: the forward evidence stands.
-                m = untested[0]
-                claims["nominated"].append(m)
-                claims["directions"][m] = verdict.get(m, {}).get("direction", "unknown")
-                claims["outcome_alignment"][m] = "unknown"
             elif len(untested) == 1 and tested:
                 # The tested members showed nothing: by elimination the signal is the last one's.
                 m = untested[0]
@@ -387,6 +387,43 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
     # Half for the observational case, the rest in proportion to the claims an experiment tested.
     claims["confidence"] = round(0.5 + 0.5 * min(1.0, len(findings) / max(n_claims, 1)), 2) if n_claims else 0.5
     return claims
+
+
+def _delayed_claims(pair: dict, verdict: dict, findings: dict, claims: dict, resolved: set) -> None:
+    """Claims on a delayed set: candidates (quiet at baseline, running ahead of it) and the
+    proteins that may mark the late course (best guess first).
+
+    Only a knockdown reads late effects, and only a candidate can be the delayed cause.
+    A candidate whose knockdown moves disease is nominated; one without effect is dropped.
+    While candidates stay untested the set is abstained on (candidates and possible
+    markers alike: which is which is what observation cannot tell); a lone candidate
+    with no possible marker beside it is nominated on its forward evidence.  The best
+    guess at the marker gets no claim; the other disease-following proteins keep their
+    own verdicts (reverse causation), which the abstention does not contradict: it is
+    about where the delayed effect sits, not about their mechanism.
+    """
+    candidates = pair.get("candidates", [])
+    hits = [m for m in candidates if m in findings and findings[m]["effect"]]
+    untested = [m for m in candidates if m not in findings]
+    resolved.update(candidates + pair.get("guess", []))
+    for m in hits:
+        f = findings[m]
+        if f["alignment"] != "misaligned":
+            claims["nominated"].append(m)
+            claims["directions"][m] = f["direction"]
+            claims["outcome_alignment"][m] = f["alignment"]
+    if hits or not untested:
+        return
+    markers = [m for m in pair["members"] if m not in candidates]
+    if markers:
+        claims["abstentions"].append({"molecules": (untested + markers)[:5], "reason": _pair_reason(pair)})
+    elif len(untested) >= 2:
+        claims["abstentions"].append({"molecules": untested[:5], "reason": _pair_reason(pair)})
+    else:
+        m = untested[0]
+        claims["nominated"].append(m)
+        claims["directions"][m] = verdict.get(m, {}).get("direction", "unknown")
+        claims["outcome_alignment"][m] = "unknown"
 
 
 def _pair_reason(pair) -> str:
@@ -496,8 +533,9 @@ def next_requests(result: dict, findings: dict, requested: list, budget: float, 
         members = pair["members"]
         if any(findings.get(m, {}).get("effect") for m in members):
             continue
-        order = pair.get("candidates", []) + [m for m in members if m not in pair.get("candidates", [])]
-        untested = [m for m in order if m not in bought]
+        # Only a delayed pair's candidates can carry its effect; a shared locus's members all can.
+        members = pair["candidates"] if pair["kind"] == "delayed" else members
+        untested = [m for m in members if m not in bought]
         if not untested:
             continue
         used_cells = any(k == "cell_perturbation" and p in members for k, p in requested)
