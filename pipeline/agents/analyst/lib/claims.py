@@ -122,6 +122,25 @@ def analyse(ctx, store) -> dict:
         table.at[prot, "z_direct"] = zd
         table.at[prot, "direct_share"] = b_direct / b_total if b_total else np.nan
 
+    # Forward evidence (later disease beyond current severity: new heart-failure diagnoses and
+    # the repeat MRI), combined; the proteins it flags are re-tested one by one, strongest
+    # first, given the MR-supported proteins and the ones already kept (conditional analysis).
+    out = store.read_frame("outcomes.parquet").reindex(cov.index)
+    comb, nulls = forward_combined(table)
+    table["z_forward_comb"] = comb
+    z_fwd = zcrit(ALPHA / p)
+    given = [proteins.index(q) for q in mr_sig]
+    for prot in comb.abs().sort_values(ascending=False).index:
+        if abs(comb[prot]) <= z_fwd:
+            break
+        if table.at[prot, "z_obs_flag"] or prot in mr_sig:
+            continue
+        z1, z2 = evidence.conditional_forward(P, proteins.index(prot), given, pheno, out, D)
+        table.at[prot, "z_forward_comb"] = _combine(*((z - null[0]) / null[1] if null else np.nan
+                                                      for z, null in zip((z1, z2), nulls)))
+        if abs(table.at[prot, "z_forward_comb"]) > z_fwd:
+            given.append(proteins.index(prot))
+
     # Reverse-direction MR for the proteins that stand out observationally.
     gw_z = scan["gwas"][:, 0].astype(float) * math.sqrt(n - 2)
     z_hit = zcrit(ALPHA / len(variant_ids))
@@ -139,6 +158,32 @@ def analyse(ctx, store) -> dict:
     store.write_json("claims.json", claims)
     write_submission(ctx["WORK"], claims)
     return result
+
+
+def _combine(*z: float) -> float:
+    """Stouffer's combination of independent z for one hypothesis (the missing ones left out)."""
+    finite = [v for v in z if np.isfinite(v)]
+    return sum(finite) / math.sqrt(len(finite)) if finite else 0.0
+
+
+def forward_combined(table: pd.DataFrame):
+    """Each protein's forward evidence: the incident-diagnosis statistic and the repeat-MRI
+    statistic, each against its proteome-wide empirical null, combined (Stouffer).
+
+    Returns the combined z and the nulls' (centre, scale) (None for a missing statistic)."""
+    from .stats import empirical_null
+
+    nulls, parts = [], []
+    for col in ("z_forward", "z_v2_beyond"):
+        if col in table and table[col].notna().sum() > 10:
+            centre, scale = empirical_null(table[col].to_numpy())
+            nulls.append((centre, scale))
+            parts.append(((table[col] - centre) / scale).fillna(0).to_numpy())
+        else:
+            nulls.append(None)
+            parts.append(np.full(len(table), np.nan))
+    comb = [_combine(a, b) for a, b in zip(*parts)]
+    return pd.Series(comb, index=table.index), nulls
 
 
 def classify(table: pd.DataFrame, notes: dict) -> dict:
@@ -195,8 +240,8 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
 
     # 3. Delayed effects: later disease beyond what current severity explains, with no
     #    excess of events in the early years (a harmful marker raises those from the start).
-    fwd = table["z_forward"].fillna(0) if "z_forward" in table else pd.Series(0.0, index=table.index)
-    table["z_forward_e"], fwd_flag = outliers(fwd.to_numpy())
+    fwd = table["z_forward_comb"] if "z_forward_comb" in table else forward_combined(table)[0]
+    fwd_flag = fwd.abs() > zcrit(ALPHA / len(table))
     # A delayed effect shows in later disease more than in the early years' events; a marker
     # that raises event risk from the start (a harmful surrogate) shows the reverse.
     early_ok = fwd.abs() > table["z_early_event_beyond"].fillna(0).abs()
@@ -207,6 +252,7 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
     # ahead of current severity is a marker of the late course (below), not a delayed cause.
     quiet = ~table["z_obs_flag"]
     delayed = [q for q in table.index[fwd_flag & early_ok & excess & quiet] if q not in verdict]
+    delayed.sort(key=lambda q: -abs(fwd[q]))  # strongest first: the first to test
 
     # 4. Observational standouts without genetic support.
     obs_flag = table["z_obs_flag"]

@@ -252,6 +252,32 @@ def forward_information(P: np.ndarray, f: np.ndarray, H: np.ndarray, D: np.ndarr
     return (b_obs - b_pred) / se
 
 
+def conditional_forward(P: np.ndarray, j: int, given: list, pheno: pd.DataFrame, out: pd.DataFrame,
+                        D: np.ndarray) -> tuple:
+    """Protein ``j``'s forward statistics (``z_forward``, ``z_v2_beyond``) with the proteins
+    ``given`` added to the adjustment set: a conditional analysis, as for secondary GWAS
+    signals, so that a protein correlated with a real delayed cause (shared factors) does
+    not borrow its signal."""
+    f = pheno["phenotype"].to_numpy(dtype=float)
+    f = np.where(np.isfinite(f), f, np.nanmean(f))
+    Dg = np.column_stack([D] + [P[:, [g]].astype(float) for g in given])
+    x = P[:, [j]]
+    z1 = z2 = np.nan
+    if "hf_incident" in out:
+        m = out["hf_prevalent"].to_numpy() == 0
+        v = out["hf_incident"].to_numpy(dtype=float)
+        b, z = Adjusted(x, np.column_stack([Dg, f])).test(v, m)
+        z1 = float(forward_information(x, f, v, Dg, m, b, z)[0])
+    if "imaging_v2" in pheno and pheno["imaging_v2"].notna().sum() > 50:
+        v2 = pheno["imaging_v2"].to_numpy()
+        y = zs(f)
+        m = np.isfinite(v2) & np.isfinite(pheno["imaging_score"].to_numpy())
+        base = np.nan_to_num(pheno["imaging_score"].to_numpy())
+        _, zz = partial_columns(x[m], v2[m], np.column_stack([Dg, base, y])[m])
+        z2 = float(zz[0])
+    return z1, z2
+
+
 def direct_effect(y: np.ndarray, g: np.ndarray, p: np.ndarray, design: np.ndarray):
     """z of the instrument's effect on y with the exposure held fixed (flexibly: P, P^2, P^3).
 
