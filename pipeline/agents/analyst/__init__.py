@@ -43,7 +43,10 @@ WORK; numpy, pandas and scipy only).  Its steps:
 6. Evidence per protein: association with the phenotype (adjusted), with the
    crude score, within centres; site-scale heterogeneity (Bartlett); imaging
    participation given covariates and severity; association among the imaged
-   and outside imaging; association with later disease beyond baseline severity;
+   and outside imaging; association with later disease beyond baseline severity
+   (new heart-failure diagnoses, with the share a marker of current disease would
+   show through the phenotype's measurement error subtracted, and the repeat MRI
+   beyond the baseline scan; the two combined by Stouffer's method);
    Wald-ratio MR on the phenotype and on events, with delta-method SE; the
    instrument's direct effect with the protein held fixed (exclusion
    restriction); which other proteins the lead variant (or one in LD) instruments
@@ -61,16 +64,24 @@ WORK; numpy, pandas and scipy only).  Its steps:
    standouts only before adjustment are confounded; proteins that drive imaging
    participation but are unrelated to disease outside imaging, with an imaged-only
    association of the collider sign, are selection.  Late-disease standouts
-   without baseline association are delayed-effect candidates.
+   without baseline association are delayed-effect candidates, each re-tested
+   given the MR-supported proteins and the candidates already kept (conditional
+   analysis, strongest first); the disease-following standouts are the possible
+   markers of the late course, ordered by how far each runs ahead of current
+   severity.
 8. Experiments, ambiguous sets first: shared loci by cell perturbation one
-   member at a time (the effect is there at baseline), delayed pairs by knockdown
-   (only it reads late effects); budget for the remaining members is reserved;
+   member at a time (the effect is there at baseline), delayed sets by knockdown
+   of their candidates only (only a knockdown reads late effects; a null candidate
+   is dropped, never convicting another by elimination); budget for the
+   remaining members is reserved;
    then standouts with inconclusive instruments, then confirmation of drivers.
    A result is an effect when cavity radius and ejection fraction move in
    opposite directions (and, for a noisy cell read, by at least a quarter of the
    episode's largest change); lowering that worsens disease means activate;
    survival moving with severity is aligned, against it misaligned (never
-   nominated).  An unresolved ambiguous set is abstained on.
+   nominated).  An unresolved ambiguous set is abstained on (a delayed set:
+   candidates and possible markers; the markers beyond the best guess keep their
+   reverse-causation verdicts).
 9. Report: WORK/evidence.csv and WORK/report.md (per candidate: associations,
    MR estimate and SE, F, adjustment results, experiment results, decision and
    why), printed in the transcript; then submit().
