@@ -269,15 +269,18 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             and np.sign(row["z_reverse_mr"]) == np.sign(row["r_obs"]) \
             and not (abs(row["mr_z"]) > z_ko and np.sign(row["mr"]) == np.sign(row["r_obs"]))
         (reverse_like if (genetic_null or downstream) else inconclusive).append(prot)
-    ahead_of = reverse_like + inconclusive
     followers: list = []
-    if (delayed and ahead_of) or len(reverse_like) >= 2:
+    if (delayed and (reverse_like or inconclusive)) or len(reverse_like) >= 2:
         # With a delayed effect at work, or when several proteins follow disease, one of them may
         # mark the late course rather than current disease: the one whose association runs
         # furthest ahead of current severity is the best guess (the others, rejected below as
-        # following current disease, stay in the delayed set: the guess can be wrong).
-        followers = sorted(ahead_of if delayed else reverse_like,
-                           key=lambda q: -fwd[q] * np.sign(table.at[q, "r_obs"]))
+        # following current disease, stay in the delayed set: the guess can be wrong).  Proteins
+        # whose genetics excludes a causal effect come first; ones with an inconclusive
+        # instrument (which may yet be causes: a driver runs ahead of current severity too)
+        # only after them.
+        def ahead(group):
+            return sorted(group, key=lambda q: -fwd[q] * np.sign(table.at[q, "r_obs"]))
+        followers = ahead(reverse_like) + (ahead(inconclusive) if delayed else [])
         ahead = followers[0]
         row = table.loc[ahead]
         put(ahead, "late_marker", f"strong association (r {row['r_obs']:.3f}) with no genetic support; of such "
@@ -285,8 +288,16 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             f"delayed process")
     for prot in inconclusive:
         row = table.loc[prot]
+        # Two lines of evidence that agree: a proteome-wide observational standout whose usable
+        # instrument points the same way at the nominal level, with an estimate compatible with
+        # the observational one (no sign of a different mechanism).  Enough to nominate when
+        # no experiment settles it; an experiment, when bought, decides.
+        agrees = bool(strong[prot] and row["mr_p"] <= ALPHA and np.sign(row["mr"]) == np.sign(row["r_obs"])
+                      and abs(row["z_obs_vs_mr"]) < zcrit(ALPHA))
         put(prot, "unresolved", f"observational r {row['r_obs']:.3f} (z {row['z_obs']:.1f}) but the instrument "
-            f"is weak or inconclusive (F {row['F']:.0f}, MR z {row['mr_z']:.1f})")
+            f"is weak or inconclusive (F {row['F']:.0f}, MR {row['mr']:.3f}, z {row['mr_z']:.1f})"
+            + ("; it agrees with the association in sign and size (nominal level)" if agrees else ""),
+            supported=agrees, direction="inhibit" if row["mr"] > 0 else "activate")
     for prot in reverse_like:
         row = table.loc[prot]
         put(prot, "reverse_causation", f"association r {row['r_obs']:.3f} (z {row['z_obs']:.1f}) but its instrument "
@@ -424,6 +435,10 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
             claims["nominated"].append(prot)
             claims["directions"][prot] = f["direction"]
             claims["outcome_alignment"][prot] = f["alignment"]
+        elif f is None and v["label"] == "unresolved" and v.get("supported"):
+            claims["nominated"].append(prot)
+            claims["directions"][prot] = v["direction"]
+            claims["outcome_alignment"][prot] = "unknown"
         elif f is not None and not f["effect"] and v["label"] == "unresolved" and f["kind"] == "knockdown":
             # Lowering it changes nothing, yet it tracks disease after adjustment, at every
             # centre and outside the imaged: the disease moves it.
