@@ -129,3 +129,48 @@ def test_tiny_episodes_without_pixels(tiny_world_noimaging, tmp_path, budget):
     _check_episode(result, budget)
     if budget == 0:
         assert result["episode"]["spent"] == 0
+
+
+def _claims_of(result: dict, findings: dict) -> dict:
+    import pandas as pd
+
+    from pipeline.agents.analyst.lib import claims
+
+    return claims.claims_from(result, pd.DataFrame(index=sorted(result["verdict"])), findings)
+
+
+def _delayed_world() -> dict:
+    verdict = {
+        "D": {"label": "delayed_candidate", "reason": "forward", "direction": "inhibit"},
+        "M": {"label": "late_marker", "reason": "runs ahead"},
+        "R": {"label": "reverse_causation", "reason": "follows disease"},
+    }
+    pair = {"kind": "delayed", "members": ["D", "M", "R"], "candidates": ["D"], "guess": ["M"]}
+    return {"verdict": verdict, "pairs": [pair]}
+
+
+def test_delayed_set_claims_follow_the_evidence():
+    """Abstain on candidates and possible markers while untested; a knockdown decides;
+    followers beyond the best guess keep their own verdicts; no conviction by elimination."""
+    result = _delayed_world()
+    untested = _claims_of(result, {})
+    assert untested["abstentions"][0]["molecules"] == ["D", "M", "R"]
+    assert untested["nominated"] == [] and [r["molecule"] for r in untested["rejected"]] == ["R"]
+
+    hit = {"D": {"kind": "knockdown", "effect": True, "direction": "inhibit", "alignment": "aligned"}}
+    claims = _claims_of(result, hit)
+    assert claims["nominated"] == ["D"] and claims["directions"]["D"] == "inhibit" and not claims["abstentions"]
+    assert [r["molecule"] for r in claims["rejected"]] == ["R"]
+
+    null = {"D": {"kind": "knockdown", "effect": False, "direction": "inhibit", "alignment": "unknown"}}
+    claims = _claims_of(result, null)
+    assert claims["nominated"] == [] and not claims["abstentions"]
+
+
+def test_delayed_candidates_alone_are_knocked_down():
+    from pipeline.agents.analyst.lib import claims
+
+    costs = {"cell_perturbation": 150000, "knockdown": 400000}
+    plan = claims.next_requests(_delayed_world(), {}, [], 450000, costs)
+    assert plan == [("knockdown", "D")]
+    assert claims.next_requests(_delayed_world(), {}, [], 300000, costs) == []
