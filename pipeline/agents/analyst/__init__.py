@@ -41,8 +41,9 @@ WORK; numpy, pandas and scipy only).  Its steps:
    instruments); F = r^2 (n - 2) / (1 - r^2), usable if F > 10.  GWAS of the
    phenotype and the outcomes.
 6. Evidence per protein: association with the phenotype (adjusted), with the
-   crude score, within centres; site-scale heterogeneity (Bartlett); imaging
-   participation given covariates and severity; association among the imaged
+   crude score, within centres; site-scale heterogeneity (Brown-Forsythe, and
+   whether one centre accounts for it); imaging participation given covariates
+   and severity; association among the imaged
    and outside imaging; association with later disease beyond baseline severity
    (new heart-failure diagnoses, with the share a marker of current disease would
    show through the phenotype's measurement error subtracted, and the repeat MRI
@@ -57,7 +58,8 @@ WORK; numpy, pandas and scipy only).  Its steps:
    the instrument acts with the protein held fixed and the observational
    association falls short of the genetic one, a discordant marker if severity
    and events move in opposite directions, otherwise drivers (direction = MR
-   sign).  A protein on another scale at one site is a measurement artefact.
+   sign).  A protein whose spread differs between centres, with the other centres
+   agreeing once the most deviant one is left out, is a measurement artefact.
    Observational standouts (empirical null, Bonferroni) whose strong instrument
    shows nothing and excludes the association are reverse causation, unless they
    track later disease beyond baseline (a marker of the delayed process);

@@ -232,11 +232,15 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
 
     # 2. Site artefact: one centre on another scale.
     if "z_site" in table:
-        for prot in table.index[table["z_site"] > zs_]:
+        # Unequal spread across centres (Bonferroni over the proteome) that one centre accounts
+        # for: the others agree (not even nominally heterogeneous without it).
+        one_site = table["z_site_rest"] < zcrit(ALPHA) if "z_site_rest" in table else table["z_site"] > 0
+        for prot in table.index[(table["z_site"] > zs_) & one_site]:
             row = table.loc[prot]
-            put(prot, "measurement_artifact", f"its spread differs between assessment centres (Bartlett z "
-                f"{row['z_site']:.1f}): one site measures it on another scale; association r {row['r_obs']:.3f} "
-                f"pooled vs {row.get('r_within_centre', np.nan):.3f} within centres")
+            put(prot, "measurement_artifact", f"its spread differs between assessment centres (Brown-Forsythe z "
+                f"{row['z_site']:.1f}; {row.get('z_site_rest', np.nan):.1f} without the most deviant centre): one "
+                f"site measures it on another scale; association r {row['r_obs']:.3f} pooled vs "
+                f"{row.get('r_within_centre', np.nan):.3f} within centres")
 
     # 3. Delayed effects: later disease beyond what current severity explains, with no
     #    excess of events in the early years (a harmful marker raises those from the start).

@@ -40,31 +40,48 @@ def outcome_matrix(pheno: pd.DataFrame, out: pd.DataFrame) -> np.ndarray:
 
 
 def site_heterogeneity(P: np.ndarray, centre: np.ndarray):
-    """Bartlett's statistic for equal variances across centres, per protein, and its z.
+    """Brown-Forsythe test of equal spread across centres, per protein, as z; and the same
+    test with the most deviant centre left out.
 
-    A site whose assay runs on another scale multiplies that protein's spread
-    there; biology does not (centre composition shifts means a little, not SDs).
+    A site whose assay runs on another scale changes that protein's spread there and
+    nowhere else; biology does not (centre composition shifts means a little, not
+    spreads).  Brown-Forsythe (ANOVA of absolute deviations from each centre's median)
+    rather than Bartlett: Bartlett's test reads heavy tails as unequal variances.
+    Returns (z, z without the most deviant centre).
     """
     from scipy import stats
 
     levels = [c for c in np.unique(centre) if (centre == c).sum() > 10]
-    k = len(levels)
-    if k < 2:
-        return np.zeros(P.shape[1]), np.zeros(P.shape[1])
-    ns, variances = [], []
-    for c in levels:
-        m = centre == c
-        ns.append(m.sum())
-        variances.append(np.nanvar(P[m], axis=0, ddof=1))
-    ns = np.array(ns, dtype=float)[:, None]
-    variances = np.maximum(np.array(variances), 1e-12)
-    N = ns.sum()
-    pooled = ((ns - 1) * variances).sum(axis=0) / (N - k)
-    stat = ((N - k) * np.log(pooled) - ((ns - 1) * np.log(variances)).sum(axis=0))
-    stat /= 1 + (1 / (3 * (k - 1))) * ((1 / (ns - 1)).sum() - 1 / (N - k))
-    p = stats.chi2.sf(stat, k - 1)
-    z = stats.norm.isf(np.clip(p, 1e-300, 1) / 2)
-    return stat, z
+    k, p = len(levels), P.shape[1]
+    if k < 3:
+        return np.zeros(p), np.zeros(p)
+    n = np.zeros((k, 1))
+    mean = np.zeros((k, p))
+    ss = np.zeros((k, p))
+    for i, c in enumerate(levels):
+        block = P[centre == c].astype(float)
+        d = np.abs(block - np.nanmedian(block, axis=0))
+        n[i] = len(block)
+        mean[i] = np.nanmean(d, axis=0)
+        ss[i] = np.nansum((d - mean[i]) ** 2, axis=0)
+
+    def anova_z(include: np.ndarray) -> np.ndarray:
+        w = n * include
+        N = w.sum(axis=0)
+        groups = include.sum(axis=0)
+        grand = (w * mean).sum(axis=0) / N
+        ssb = (w * (mean - grand) ** 2).sum(axis=0)
+        ssw = (ss * include).sum(axis=0)
+        F = (ssb / (groups - 1)) / np.maximum(ssw / (N - groups), 1e-300)
+        pv = stats.f.sf(F, groups - 1, N - groups)
+        return stats.norm.isf(np.clip(pv, 1e-300, 1) / 2)
+
+    z_all = anova_z(np.ones((k, p)))
+    overall = (n * mean).sum(axis=0) / n.sum()
+    worst = np.argmax(np.abs(np.log(np.maximum(mean, 1e-12) / np.maximum(overall, 1e-12))), axis=0)
+    rest = np.ones((k, p))
+    rest[worst, np.arange(p)] = 0
+    return z_all, anova_z(rest)
 
 
 def within_centre(P: np.ndarray, centre: np.ndarray) -> np.ndarray:
@@ -151,7 +168,7 @@ def protein_table(ctx: dict) -> pd.DataFrame:
     del adj
     if "centre" in cov:
         centre = cov["centre"].fillna(-1).to_numpy()
-        table["site_stat"], table["z_site"] = site_heterogeneity(P, centre)
+        table["z_site"], table["z_site_rest"] = site_heterogeneity(P, centre)
         Pw = within_centre(P, centre)
         table["r_within_centre"], table["z_within_centre"] = corr_many(Pw, {"y": y})["y"]
         del Pw
