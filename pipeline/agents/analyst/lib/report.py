@@ -12,7 +12,7 @@ COLUMNS = {
     "r_obs": "assoc r (adjusted)", "z_obs": "assoc z", "r_crude": "crude r", "r_within_centre": "r within centre",
     "z_crude_adj": "severity z after covariate adjustment", "z_event": "events z", "z_event_adj": "events z adjusted",
     "z_site": "site-scale z", "z_participation": "imaging-participation z", "z_imaging": "assoc z among imaged",
-    "z_nonimaging": "assoc z outside imaging", "z_forward": "later disease beyond current severity z",
+    "z_nonimaging": "assoc z outside imaging", "z_forward_comb": "later disease beyond current severity z (diagnoses and repeat MRI)",
     "lead_id": "lead variant", "F": "instrument F", "mr": "MR estimate", "mr_se": "MR SE", "mr_z": "MR z",
     "mr_event_z": "MR on events z", "z_direct": "instrument direct-effect z", "z_reverse_mr": "reverse-MR z",
 }
