@@ -98,7 +98,7 @@ def account(result: dict) -> list[str]:
     lines = []
     t = d["target_identification"]
     if d.get("null_world"):
-        lines.append(f"null world: {t.get('rule')}")
+        lines.append(str(t.get("rule")))
     else:
         if t.get("missed"):
             lines.append(f"missed drivers {t['missed']}")
@@ -131,7 +131,7 @@ def figure(rows: list, out: Path, title: str) -> None:
     import numpy as np
 
     budgets = sorted({r["budget"] for r in rows})
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
     bottom = np.zeros(len(budgets))
     colors = ("#4c72b0", "#55a868", "#c44e52", "#8172b2", "#ccb974")
     for key, color in zip(COMPONENT_KEYS, colors):
@@ -145,7 +145,7 @@ def figure(rows: list, out: Path, title: str) -> None:
     ax.set_ylabel("mean score over worlds")
     ax.set_ylim(0, 105)
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
