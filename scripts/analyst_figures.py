@@ -274,6 +274,7 @@ def replay_main(args) -> int:
     panels = {"dev": lambda: [f"world={w}" for w in DEV], "archetypes": lambda: archetype_worlds(out), "none": list}
     specs = panels[args.panel]() + args.world
     budgets = sorted((int(b) for b in args.budgets.split(",") if b), reverse=True)
+    (out / "replay").mkdir(exist_ok=True)
     store = out / "analyst_scores.json"
     rows = json.loads(store.read_text())["rows"] if store.exists() and not args.refresh else []
     done = {(r["spec"], r["budget"]) for r in rows}
