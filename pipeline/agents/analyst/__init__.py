@@ -95,7 +95,7 @@ import json
 import zlib
 from pathlib import Path
 
-from ..base import Agent, EpisodeInfo, Observation, fenced
+from ..base import Agent, EpisodeInfo, Observation, ScriptedAgent, fenced
 
 LIB_DIR = Path(__file__).resolve().parent / "lib"
 MISSING_MARK = "analyst_lib is missing"
@@ -160,15 +160,5 @@ analyst_lib.run_turn(RELEASE=RELEASE, IMAGING=IMAGING, WORK=WORK, OUT_CSV=OUT_CS
 """
 
 
-_FALLBACK = """\
-path = os.path.join(WORK, "submission.json")
-try:
-    with open(path) as handle:
-        claims = json.load(handle)
-    assert isinstance(claims, dict)
-except Exception:
-    claims = {"nominated": [], "directions": {}, "outcome_alignment": {}, "rejected": [], "abstentions": [],
-              "confidence": 0.0}
-print("three programs in a row failed: submitting what WORK holds")
-submit(claims)
-"""
+# Submits whatever WORK holds (the scripted agents' fallback, with a line saying why).
+_FALLBACK = 'print("three programs in a row failed: submitting what WORK holds")\n' + ScriptedAgent.FALLBACK

@@ -631,8 +631,8 @@ def next_requests(result: dict, findings: dict, requested: list, budget: float, 
     return plan
 
 
-def plan_and_request(ctx, store, result: dict) -> None:
-    findings = load_findings(ctx["WORK"], [p["members"] for p in result["pairs"]])
+def _buy(ctx, store, result: dict, findings: dict) -> list:
+    """Request what ``next_requests`` plans now and remember it; the plan."""
     requested = [tuple(x) for x in store.state.get("requested", [])]
     budget = float(ctx.get("budget_remaining") or 0)
     plan = next_requests(result, findings, requested, budget, ctx.get("costs") or {})
@@ -640,8 +640,12 @@ def plan_and_request(ctx, store, result: dict) -> None:
         ctx["request_experiment"](kind, prot)
         print(f"requested {kind} on {prot}")
     store.state["requested"] = [list(x) for x in requested + plan]
-    store.state["pending"] = [p for _, p in plan]
     store.save_state()
+    return plan
+
+
+def plan_and_request(ctx, store, result: dict) -> None:
+    _buy(ctx, store, result, load_findings(ctx["WORK"], [p["members"] for p in result["pairs"]]))
 
 
 def follow_up(ctx, store) -> bool:
@@ -657,15 +661,7 @@ def follow_up(ctx, store) -> bool:
     store.write_json("claims.json", claims)
     write_submission(ctx["WORK"], claims)
     store.write_json("findings.json", findings)
-    requested = [tuple(x) for x in store.state.get("requested", [])]
-    budget = float(ctx.get("budget_remaining") or 0)
-    plan = next_requests(result, findings, requested, budget, ctx.get("costs") or {})
-    for kind, prot in plan:
-        ctx["request_experiment"](kind, prot)
-        print(f"requested {kind} on {prot}")
-    store.state["requested"] = [list(x) for x in requested + plan]
-    store.save_state()
-    return not plan
+    return not _buy(ctx, store, result, findings)
 
 
 def finalise(ctx, store) -> None:
