@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import ld, seeds
+from . import ld, pathways, seeds
 from .config import BLOCK_SIZE, DECOY_MECHANISM, ConfigError, Resolved
 
 # GRCh38 autosome lengths: the variant map spreads over a human-sized genome so that
@@ -35,7 +35,6 @@ LD_DECAY_BP = 110_000.0
 # Genomic spacing mixture: a fraction of gaps are short (clustered variants in LD),
 # the rest spread the remaining variants over the chromosome.
 CLUSTER_FRACTION, CLUSTER_GAP_BP = 0.6, 8_000.0
-PROTEIN_COVARIATES = dict(age=0.01, age_centre=55.0, sex=0.10, bmi=0.02, bmi_centre=27.0)
 TRANS_EFFECT = np.sqrt(0.01)
 PROTEIN_RESIDUAL = 0.8
 SMOKING_PREVALENCE = 0.12
@@ -53,7 +52,7 @@ LATE_CARRY, LATE_DRIVERS = 0.75, 0.35
 # another small share sit on or near another protein's locus.  Instruments that move L
 # (drivers' cis variants, the T7 variant, G_direct) are never shared or linked but by
 # the planted T4 partner; the shares are small so that this exclusion marks nothing.
-COREGULATED_FRACTION = 0.01  # of proteins, in co-regulated ordinary pairs
+COREGULATED_FRACTION = 0.04  # of proteins, in co-regulated ordinary pairs (59 pairs at paper scale)
 LINKED_FRACTION = 0.01  # of proteins, placed on or in LD with another protein's locus
 # A co-regulated pair measures one abundance A with independent assay noise: of the
 # ordinary residual's variance (0.8^2) this share is A's, the rest each assay's own.
@@ -115,6 +114,7 @@ class World:
     transcript_master: np.ndarray
     transcript_loadings: np.ndarray  # [P, F] own loadings (mixed with the protein's by concordance)
     transcript_cov: np.ndarray  # [P, 3] own covariate coefficients (age, sex, bmi)
+    protein_cov: np.ndarray  # [P, 4] covariate coefficients (age - 55, sex, BMI - 27, smoking); pathways.py
     metabolite_cis: np.ndarray
     metabolite_h2: np.ndarray
     metabolite_loadings: np.ndarray
@@ -138,6 +138,7 @@ class World:
     leaks: frozenset = frozenset()  # world.test_leaks (test-only builds)
     coregulated: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.int64))  # [K, 2] (anchor, member)
     cis_placement: dict = field(default_factory=dict)  # how the cis loci filled the genome (sealed)
+    pathways: Optional[object] = None  # pathways.PathwayModel: who feeds and follows which latent process
     extras: dict = field(default_factory=dict)
 
     # -- identifiers ---------------------------------------------------------------
@@ -503,8 +504,11 @@ def sample_world(resolved: Resolved) -> World:
     mrng = seeds.stream(seed, "world/molecules")
     F = int(w.n_factors)
     protein_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
+    # heterogeneous covariate terms around the supplement's (pathways.py), own stream
+    protein_cov = pathways.COVARIATE_MEAN + pathways.COVARIATE_SD * seeds.stream(seed, "world/protein_covariates").standard_normal((P, 4))
     for a, m in coregulated:
         protein_loadings[m] = protein_loadings[a]
+        protein_cov[m] = protein_cov[a]
     c_lo, c_hi = w.concordance
     transcript_concordance = mrng.uniform(c_lo, c_hi, P)
     transcript_cis = np.sqrt(mrng.uniform(*w.cis_h2, P))
@@ -567,13 +571,13 @@ def sample_world(resolved: Resolved) -> World:
     # oracle then refused a key shorter than a seed, e.g. hard-03's)
     oracle_key = "0x" + format(int.from_bytes(seeds.seed_sequence(seed, "oracle_key").generate_state(4, dtype=np.uint32).tobytes(), "little"), "032x")
 
-    return World(
+    world = World(
         id=str(w.id), seed=seed, archetype=str(w.archetype), hard=bool(w.hard), messy=bool(w.messy), biases=biases,
         n=int(s.participants), n_imaged=int(s.imaged), n_proteins=P, n_variants=V, n_metabolites=M, params=params,
         contig=contig, position=position, variant_id=variant_id, ref=ref, alt=alt, af=af, rho=rho, threshold=threshold,
         protein_cis=protein_cis, protein_h2=protein_h2, protein_master=protein_master, protein_loadings=protein_loadings,
         transcript_concordance=transcript_concordance, transcript_cis=transcript_cis, transcript_master=transcript_master,
-        transcript_loadings=transcript_loadings, transcript_cov=transcript_cov,
+        transcript_loadings=transcript_loadings, transcript_cov=transcript_cov, protein_cov=protein_cov,
         metabolite_cis=metabolite_cis, metabolite_h2=metabolite_h2, metabolite_loadings=metabolite_loadings, metabolite_cov=metabolite_cov,
         master_variants=master_variants, direct_variant=direct_variant,
         polygenic_variants=polygenic_variants, polygenic_effects=polygenic_effects, roles=roles,
@@ -583,6 +587,19 @@ def sample_world(resolved: Resolved) -> World:
         site_fields=site_fields, oracle_key=oracle_key, leaks=leaks, coregulated=np.asarray(coregulated, np.int64).reshape(-1, 2),
         cis_placement=placement,
     )
+    from .modalities.molecules import VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
+
+    bp = w.bias_params
+    # a pathway's own variant sits where no protein's cis locus or instrument that moves L reaches
+    decay = 1000.0 * float(w.ld_decay_kb)
+    taken = _linked_to(list(l_moving) + [int(v) for v in protein_cis] + [int(v) for v in master_variants], contig, position, af, decay)
+    # (first choice), or else at least on no protein's cis variant
+    direct_pool = (np.setdiff1d(np.arange(V), taken),
+                   np.setdiff1d(np.arange(V), np.union1d(_linked_to(l_moving, contig, position, af, decay), protein_cis)))
+    world.pathways = pathways.build(world, seeds.stream(seed, "world/pathways"), tuple(w.driver_weight),
+                                    float(bp.T1.bmi_loading), float(bp.T2.latent_loading), float(bp.A9.partner_latent),
+                                    VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, direct_pool)
+    return world
 
 
 # ------------------------------------------------------------------------- truth

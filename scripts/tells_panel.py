@@ -2,7 +2,7 @@
 "Benchmark validity" section.
 
     python scripts/tells_panel.py [--scale tiny|small] [--out DIR] [--panel paper-v1] [--seeds FILE]
-        [--jobs 2] [--reuse]
+        [--development] [--jobs 2] [--reuse]
 
 Builds every world of the panel into ``<out>/<world>`` with ``release=noimaging``
 (participants are still selected and flagged; the scan needs no pixels, and the
@@ -12,7 +12,9 @@ pipeline.audit --tells <out>`` and prints its report; the JSON goes to
 (reused while a world and the scan's code are unchanged).  Held-out worlds need seeds: ``--seeds`` names a sealed
 seed file; without it, fixed test seeds derived from the world id are written to
 ``<out>/test-seeds.yaml`` (the same derivation as ``tests/test_panel.py``; they
-are not the benchmark's sealed seeds).  Exit status 1 when the scan finds a tell.
+are not the benchmark's sealed seeds); ``--development`` builds only the panel's
+development worlds (no held-out world, no seeds needed).  Exit status 1 when the
+scan finds a tell.
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--out", default=None, help="default ./worlds-tells/<scale>")
     ap.add_argument("--panel", default="paper-v1")
     ap.add_argument("--seeds", help="sealed seed file for held-out worlds (default: fixed test seeds)")
+    ap.add_argument("--development", action="store_true", help="only the panel's development worlds (not held-out)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--reuse", action="store_true", help="scan the worlds already under --out without rebuilding")
     args = ap.parse_args(argv)
@@ -53,8 +56,10 @@ def main(argv: list | None = None) -> int:
         Path(seeds).write_text(yaml.safe_dump({w: test_seed(w) for w in held}))
     t0 = time.monotonic()
     if not args.reuse:
+        only = ([f"panel.worlds=[{','.join(w for w in panel_worlds(args.panel) if not w.startswith('heldout'))}]"]
+                if args.development else [])
         rows = run(args.panel, [f"scale={args.scale}", f"out={out}", f"seeds={seeds}", "release=noimaging",
-                                "cluster.progress=false"], jobs=args.jobs)
+                                "cluster.progress=false", *only], jobs=args.jobs)
         incomplete = [r for r in rows if not r.get("complete")]
         if incomplete:
             print(f"{len(incomplete)} world(s) incomplete: {incomplete}")

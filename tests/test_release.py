@@ -73,8 +73,11 @@ def test_open_checks_the_manifest_and_gives_tables(rel, tiny_world):
 
 
 def test_genotypes_and_the_xarray_dataset_agree(rel):
+    from pipeline.config import ScaleConfig
+
     dosage = rel.genotypes()
-    assert dosage.shape == (1200, 512) and (dosage.dtypes == np.int8).all()
+    variants = ScaleConfig().variants  # the tiny scale's
+    assert dosage.shape == (1200, variants) and (dosage.dtypes == np.int8).all()
     ds = rel.genotype_dataset()
     assert ds["call_genotype"].dtype == np.int8 and ds["call_genotype"].dims == ("variants", "samples", "ploidy")
     np.testing.assert_array_equal(ds["call_genotype"].values.sum(axis=2).T, dosage.to_numpy())
@@ -82,7 +85,7 @@ def test_genotypes_and_the_xarray_dataset_agree(rel):
     assert [str(s) for s in ds["sample_id"].values.tolist()] == dosage.index.tolist()
     assert [str(v) for v in ds["variant_id"].values.tolist()] == dosage.columns.tolist()
     np.testing.assert_array_equal(ds["variant_AC"].values[:, 0], dosage.to_numpy().sum(axis=0))
-    np.testing.assert_array_equal(ds["variant_AN"].values, np.full(512, 2400))
+    np.testing.assert_array_equal(ds["variant_AN"].values, np.full(variants, 2400))
 
 
 def test_images_are_lazy_and_carry_their_geometry(rel):

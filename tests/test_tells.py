@@ -2,17 +2,13 @@
 and the ``tells`` exploit agent.
 
 World-building tests use the test-only switch ``world.test_leaks`` (a list of
-names from ``LEAKS``; each restores one leak the generator fixes removed).  Until
-the generator carries that field they skip; with ``DTW_TELLS_LEGACY_LEAKY=1``
-the leaky half runs against a generator that predates the fixes, where every
-leak is present without any switch.
+names from ``LEAKS``; each restores one leak the generator fixes removed).
 
     python -m pytest tests/test_tells.py                 # default: tiny worlds, no pixels
     python -m pytest -m slow tests/test_tells.py         # the paper-v1 panel figures (scripts/tells_panel.py)
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -28,7 +24,6 @@ import pytest
 from conftest import build_world
 from pipeline.agents import create_agent
 from pipeline.agents import tells as tells_agent
-from pipeline.config import WorldConfig
 from pipeline.harness import run_episode
 from pipeline.score import score
 from pipeline.tells import scan as tells_scan
@@ -36,11 +31,6 @@ from pipeline.tells.sealed_checks import model_r2, role_kinds
 
 REPO = Path(__file__).resolve().parents[1]
 LEAKS = ("transcripts", "communality", "weak_instrument", "cis_sharing", "t8_signs", "t4_separable")
-HAS_TEST_LEAKS = "test_leaks" in {f.name for f in dataclasses.fields(WorldConfig)}
-LEGACY = os.environ.get("DTW_TELLS_LEGACY_LEAKY") == "1"
-PENDING = ("the generator fixes of issue 12 (branch validity-gen: transcripts from final values, bias equations "
-           "with the ordinary factors and covariates, a weak h2 component, unlinked instruments that move L, an "
-           "archetype-aware surrogate, an inseparable T4 pair) and its world.test_leaks switch")
 #: The smallest set of tiny worlds found to catch all six leaks (README, "Benchmark validity"):
 #: standard-01's roles (T1, T2, T4 pair, A9 pair, surrogate) in five archetype variants.
 ARCHETYPES = ("dcm", "hcm", "ischemic", "hfpef", "hcm")
@@ -51,12 +41,7 @@ def _seed(i: int) -> str:
 
 
 def _leak_overrides(leaks: tuple) -> list:
-    if HAS_TEST_LEAKS:
-        return [f"world.test_leaks=[{','.join(leaks)}]"]
-    if LEGACY and set(leaks) == set(LEAKS):
-        return []  # a generator from before the fixes leaks everything by default
-    pytest.skip("world.test_leaks is not in the world config schema yet: pending " + PENDING
-                + "; DTW_TELLS_LEGACY_LEAKY=1 runs the all-leaks tests against a generator from before the fixes")
+    return [f"world.test_leaks=[{','.join(leaks)}]"]
 
 
 def _build_set(root: Path, overrides: list) -> Path:
@@ -231,17 +216,12 @@ def test_scan_catches_each_leak_on_a_leaky_build(leaky_set):
 @pytest.mark.parametrize("leak", LEAKS)
 def test_scan_catches_each_leak_alone(leak, tmp_path):
     """Each fix switched off on its own: its finding, and no other of the six, is caught."""
-    if not HAS_TEST_LEAKS:
-        pytest.skip("world.test_leaks is not in the world config schema yet: pending " + PENDING)
     report = tells_scan.run(str(_build_set(tmp_path, [f"world.test_leaks=[{leak}]"])), jobs=2)
     assert SIGNATURES[leak](report), leak
     assert [other for other in LEAKS if other != leak and SIGNATURES[other](report)] == []
 
 
-@pytest.mark.xfail(strict=False, reason="passes only once " + PENDING + " land")
 def test_scan_finds_nothing_on_clean_worlds(tmp_path_factory):
-    if not HAS_TEST_LEAKS:
-        pytest.xfail("world.test_leaks is not in the schema yet: the generator still leaks (pending " + PENDING + ")")
     root = _build_set(tmp_path_factory.mktemp("tells_clean"), ["world.test_leaks=[]"])
     report = tells_scan.run(str(root), jobs=2)
     assert report["passed"], report["findings"]

@@ -354,3 +354,41 @@ def test_bivariate_normal_cdf_at_zero_thresholds():
         assert abs(np.asarray(ld.bivariate_normal_cdf(h, k, r)).item() - want) < 1e-7, (h, k, r)
     r = ld.expected_haplotype_r(np.array([0.5, 0.0367]), np.array([0.5, 0.5]), np.array([0.9, 0.95]))
     assert np.all(np.abs(r) <= 1)
+
+
+def test_every_protein_feeds_or_follows_a_pathway(panel):
+    """L is one latent process among many (pipeline.pathways): every protein but the
+    co-regulated copies feeds or follows exactly one, each pathway has followers, and
+    co-regulated anchors feed as the T4 driver feeds L."""
+    for name, w in panel.items():
+        pw = w.pathways
+        r = w.roles
+        in_l = set(int(d) for d in r.drivers) | {int(x) for x in (r.decoys.get("T2"), r.a9_partner) if x is not None}
+        copies = {int(m) for _, m in w.coregulated}
+        fed = [int(p) for up in pw.upstream for p in up]
+        followers = set(int(p) for p in np.flatnonzero(pw.follows >= 0))
+        assert len(fed) == len(set(fed)) and not set(fed) & followers, name
+        assert set(fed) | followers | in_l | copies == set(range(w.n_proteins)), name
+        assert all(np.any(pw.follows == m) for m in range(len(pw.upstream))), name
+        anchors = {int(a) for a, _ in w.coregulated} - in_l
+        assert anchors <= set(fed), name
+        # a fifth to two thirds of the ordinary proteins follow (pathways are about as large as L)
+        assert 0.15 <= len(followers) / (len(fed) + len(followers)) <= 0.65, name
+
+
+def test_followers_total_loadings_are_an_ordinary_draw():
+    """A follower's own loadings plus what its path carries are its ordinary draw, so its
+    factor share is an ordinary protein's; the bias equations' residuals keep the variance."""
+    w = _sample("standard-01")
+    pw = w.pathways
+    l = pw.loading
+    for m, (up, coef) in enumerate(zip(pw.upstream, pw.coef)):
+        content = sum(c * w.protein_loadings[p] for p, c in zip(up, coef))
+        for f in np.flatnonzero(pw.follows == m):
+            np.testing.assert_allclose(w.protein_loadings[f] + l * content, pw.total_loadings[f], atol=1e-12)
+    others = [p for p in range(w.n_proteins) if pw.follows[p] < 0 and p not in (w.roles.decoys["T2"], w.roles.a9_partner)]
+    np.testing.assert_array_equal(w.protein_loadings[others], pw.total_loadings[others])
+    for role in ("T2", "A9_partner"):
+        share = pw.path_share[role]
+        assert 0.0 < share < 0.5, (role, share)
+        assert pw.special_residual[role] ** 2 == pytest.approx(0.8 ** 2 - 0.5 ** 2 * (1 - share))

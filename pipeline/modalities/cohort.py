@@ -17,18 +17,23 @@ from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_
                      L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
                      OTHER_BASE, World)
 from ..world import PROTEIN_RESIDUAL
-from .molecules import VISIT2_RESID_CARRY, _covariate_terms, finish_moments
+from .molecules import VISIT2_RESID_CARRY, covariate_terms, finish_moments
 
 # Proteins whose equation a bias replaces: (bias, loading field, supplement residual field).
 SPECIAL_PATHS = {"T1": ("T1", "bmi_loading", "residual"), "T2": ("T2", "latent_loading", "residual"),
                  "A9_partner": ("A9", "partner_latent", "partner_residual")}
 
 
-def special_residual(loading: float) -> float:
-    """Residual SD of a bias equation: the ordinary 0.8 less the planted path's share,
-    so the protein's variance, factor share, instrument strength and covariate terms
-    are an ordinary protein's and only the path differs."""
-    return float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - loading ** 2, 0.0)))
+def special_residual(world: World, role: str) -> float:
+    """Residual SD of a bias equation: the protein's ordinary residual less what the
+    planted path brings beyond the factors and covariate terms its own part gives up
+    (pipeline.pathways), so its variance, factor share, instrument strength and
+    covariate terms are an ordinary protein's and only the path differs."""
+    return float(world.pathways.special_residual[role])
+
+
+def ordinary_residual_sd(world: World, p: int) -> float:
+    return float(PROTEIN_RESIDUAL if world.pathways is None else world.pathways.residual_sd[p])
 
 
 def special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, ordinary_resid: np.ndarray, eps: np.ndarray,
@@ -47,8 +52,18 @@ def special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, ordin
         systematic = np.sqrt(world.protein_h2[p]) * g_cis
         raw = loading * path + systematic + float(bp[resid_key]) * eps
         return raw, raw, systematic
-    systematic = ordinary_raw - PROTEIN_RESIDUAL * ordinary_resid
-    raw = systematic + special_residual(loading) * eps + loading * path
+    systematic = ordinary_raw - ordinary_residual_sd(world, p) * ordinary_resid
+    if role == "T1" and not world.leaky("transcripts"):
+        # confounding adds the BMI path to an ordinary protein, residual and all: BMI, which
+        # every analysis adjusts for, is what differs (its residual is the block's own draw,
+        # at either visit, so a pathway it feeds sees it as any protein)
+        raw = ordinary_raw + loading * path
+    elif role == "T1":
+        # test-only transcripts leak: the original's separate equation (own residual draw,
+        # shortened), which the ordinary-equation transcript does not follow
+        raw = systematic + np.sqrt(max(special_residual(world, role) ** 2 - loading ** 2, 0.0)) * eps + loading * path
+    else:
+        raw = systematic + special_residual(world, role) * eps + loading * path
     return raw, (None if cov_terms is None else raw - cov_terms), systematic
 
 
@@ -153,12 +168,17 @@ def assemble(world: World, cores: list) -> Cohort:
     specials = sorted(world.special_proteins().items(), key=lambda kv: kv[1])
     resid = np.concatenate([c["special_resid"] for c in cores]) if specials else None
     tr_own = np.concatenate([c["special_tr_own"] for c in cores]) if specials else None
-    cov_terms = _covariate_terms(pop)
+    cov_terms = covariate_terms(world, pop, proteins=[p for _, p in specials]) if specials else None
     paths = {"T1": z_bmi, "T2": latent, "A9_partner": latent_late}
-    eps = {role: blocks.normal(world, f"special/{role}") for role, _ in specials}
+    # T1 may feed a pathway, which reads its block value: its own residual is that value's
+    # residual draw, so the pathway's followers see the T1 decoy as they see any protein
+    # (the test-only leaks restore the separate draw the original's bias equations had)
+    own_draw = not (world.leaky("transcripts") or world.leaky("communality"))
+    eps = {role: (resid[:, k] if role == "T1" and own_draw else blocks.normal(world, f"special/{role}"))
+           for k, (role, _) in enumerate(specials)}
     for k, (role, p) in enumerate(specials):
         x, bio, sys_part = special_raw(world, role, p, raw[:, list(tracked).index(p)], resid[:, k], eps[role], g_cis[p],
-                                       paths[role], cov_terms)
+                                       paths[role], cov_terms[:, k])
         special_moments[p] = (x.mean(), x.std())
         special[p] = (x - x.mean()) / x.std()
         systematic[p] = sys_part / x.std()
@@ -268,14 +288,28 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
     baseline moments, so change is visible."""
     v2 = cohort.visit2
     z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
-    rho = float(np.mean(cohort.latent * cohort.latent_late))  # both standardised; no BLAS in a written value
+    # both standardised; no BLAS in a written value; clipped: a world without drivers has
+    # L_late = L, and rounding put rho a hair above 1 (NaN for a path no such world uses)
+    rho = float(np.clip(np.mean(cohort.latent * cohort.latent_late), -1.0, 1.0))
     ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, "a9_partner/disease_ahead_visit2")
     paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": ahead}
+    if not world.leaky("communality"):
+        # L and L_late are standardised at their own time, so they do not age: the covariate
+        # terms a follower's path stands in for (pipeline.pathways) change with the visit as
+        # its own terms do (five years older, BMI then)
+        change = np.column_stack([np.nan_to_num(cohort.visit2_years), np.zeros(len(bmi2)), bmi2 - cohort.pop["bmi"],
+                                  np.zeros(len(bmi2))])
+        for role in ("T2", "A9_partner"):
+            a = world.pathways.path_covariates.get(role)
+            if a is not None:
+                paths[role] = paths[role] + sum(float(a[j]) * change[:, j] for j in range(4))
     cohort.special_v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
     # The planted path persists between visits more than an ordinary protein's residual
     # does (BMI and disease change little in five years), so the bias equation's own
     # residual renews faster, by just enough that the protein's visit-to-visit stability
-    # is an ordinary protein's: carry r'^2 + rho l^2 = 0.6 x 0.8^2.
+    # is an ordinary protein's: carry r'^2 + rho l^2 = c s^2 + l^2 k, with s and c the residual
+    # SD and carry of the protein's ordinary equation (0.8 and 0.6 unless it follows a pathway)
+    # and k the path's carried factor and covariate share.
     before = {"T1": cohort.z_bmi, "T2": cohort.latent, "A9_partner": cohort.latent_late}
     eps = cohort.extras["special_eps"]
     cohort.special_v2_eps = {}
@@ -286,7 +320,11 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
             loading = float(world.params["bias_params"][bias][load_key])
             x, y = before[role], paths[role]
             rho = float(np.mean((x - x.mean()) * (y - y.mean())) / (x.std() * y.std()))
-            r2 = special_residual(loading) ** 2
-            carry = float(np.clip((VISIT2_RESID_CARRY * PROTEIN_RESIDUAL ** 2 - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0
+            r2 = special_residual(world, role) ** 2
+            # the path's factor and covariate content stands in for the ordinary part it replaced
+            # (pipeline.pathways) and carries as that part would
+            target = (float(world.pathways.visit2_carry[p]) * ordinary_residual_sd(world, p) ** 2
+                      + loading ** 2 * world.pathways.path_carried.get(role, 0.0))
+            carry = float(np.clip((target - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0
         renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, f"special_visit2/{role}")
         cohort.special_v2_eps[p] = renewed[v2]

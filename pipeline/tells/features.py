@@ -521,6 +521,12 @@ def protein_statistics(release, genotypes, max_subjects=None):
         later = np.array(v2.loc[attendees, proteins.columns], dtype=np.float64)
         for name, values in visit2_statistics(base2, later, centre[rows]).items():
             stats[f"visit2.{name}"] = values
+
+        def adjusted_view(x):  # residuals on the attendees' baseline covariates (gaps at the mean)
+            x = np.where(np.isfinite(x), x, np.nanmean(np.where(np.isfinite(x), x, np.nan), axis=0))
+            return residualise(np.nan_to_num(x), design[rows])
+
+        stats["visit2.r_adjusted"] = visit2_statistics(adjusted_view(base2), adjusted_view(later), centre[rows])["r"]
         stats["visit2.missing_rate"] = (~np.isfinite(later)).mean(axis=0)
     except FileNotFoundError:
         pass

@@ -37,7 +37,10 @@ in few worlds (T9 in 5 of 20) are caught only when they sit near the extreme of
 their world nearly every time.
 
 Exempt (computed and shown, never failing): the planted signals of SPEC section
-3 and 4, listed in ``EXEMPT`` with the reason.
+3 and 4, listed in ``EXEMPT`` with the reason.  The T4 exemptions hold only while
+the pair structure does not point at T4: the ``t4_pair`` cells (never exempt)
+rank the T4 pair, the mean of its members' values, among the world's ordinary
+co-regulated pairs on every statistic, pooled across worlds as above.
 """
 from __future__ import annotations
 
@@ -64,6 +67,10 @@ ROLE_KINDS = ("driver", "a9_driver", "a9_partner", "t4_driver", "t4_partner", "s
               "T1", "T2", "T3", "T7", "T9")
 POOLED = "any_role"
 PAIRED = "t4_driver-partner"
+#: The T4 pair (the mean of its two members' values) ranked among the world's ordinary
+#: co-regulated pairs: what makes the T4 exemptions legitimate is that the pair structure
+#: itself does not point at T4, so these cells are never exempt.
+T4_PAIR = "t4_pair"
 #: Share of the family-wise false-positive rate spent on each family of tests.
 ALPHA_SHARES = {"ranks": 0.8, "t4": 0.1, "surrogate": 0.1}
 OUTER = 0.01  # a percentile below 1 % or above 99 % is "in the outer 2 %"
@@ -89,8 +96,11 @@ EXEMPT = (
               r"instrument\.(share_same_lead|share_window|max_ld_other_lead|n_linked_leads|lead_moves_proteins)",
               "T4's planted shared locus: the partner carries the driver's cis variant"),
     Exemption(("t4_driver", "t4_partner"),
-              r"communality\.(max_abs_r|multiple_r2|n_r_above_0\.1)|transcript\.best_other_abs_r",
-              "T4's planted co-regulation: both proteins measure one abundance, so each is the other's closest protein"),
+              r"communality\.(max_abs_r|multiple_r2|n_r_above_0\.1|pc24)|transcript\.best_other_abs_r",
+              "T4's planted co-regulation: both proteins measure one abundance (SPEC T4 row), so each is the other's "
+              "closest protein and the pair takes a principal component of its own (after the 12 factors, so in the "
+              "top 24); ordinary co-regulated pairs do the same, and the t4_pair cells test that the T4 pair ranks "
+              "among them as one of them"),
     Exemption(("T9",), r"shape\..*_raw|covariates\.centre_(mean|spread)_F_raw|transcript\.r_raw|communality\.raw_pc12"
                        r"|visit2\.(r|mean_change|sd_ratio)_raw",
               "T9's planted site scale and shape: one centre reports 2.2 P + 1.1 (raw values only; the site-normalised "
@@ -100,6 +110,10 @@ EXEMPT = (
               "T1's planted confounding path: the decoy is 0.55 z(BMI) + ... (SPEC section 4), so its BMI terms (and "
               "the BMI composition of centres and ancestry groups in its group means) are the trap itself; the "
               "BMI-free covariate distance is tested"),
+    Exemption(("T1",), r"visit2\.(r|r_raw|sd_ratio|sd_ratio_raw)",
+              "T1's planted confounding path again: the decoy is an ordinary protein plus 0.55 z(BMI) (SPEC section 4), "
+              "and BMI changes little in five years, so its visit-to-visit correlation and spread on values not "
+              "adjusted for BMI carry the path; the covariate-adjusted twin (visit2.r_adjusted) is tested"),
 )
 #: Statistics that are identifiers or labels, not numbers to rank.
 NOT_RANKED = ("instrument.lead_variant",)
@@ -139,6 +153,7 @@ def analyse_world(world_dir: str) -> dict:
     checks = [check_instruments(world_dir, wt, genotypes, contig, position),
               check_surrogate(world_dir, wt), check_t4(world_dir, wt)]
     return {"world": wt.world_id, "dir": world_dir, "archetype": wt.archetype, "kinds": wt.kinds,
+            "coregulated": [list(p) for p in wt.hidden.get("coregulated_pairs") or []],
             "table": table, "checks": checks, "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -162,6 +177,24 @@ def percentiles(values: pd.Series, ordinary: list, proteins: Iterable) -> dict:
     equal = np.searchsorted(base, v, side="right") - below
     u = (below + 0.5 * equal + 0.5) / (len(base) + 1)
     return {p: float(x) for p, x, ok in zip(proteins, u, np.isfinite(v)) if ok}
+
+
+def pair_percentile(values: pd.Series, pairs: list, kinds: dict) -> Optional[tuple]:
+    """(pair label, mid-rank percentile, value) of the T4 pair among the ordinary co-regulated
+    pairs, a pair's value being the mean of its members'; None without both."""
+    def value(a, m):
+        return float(np.mean([values.get(a, np.nan), values.get(m, np.nan)]))
+
+    t4 = [(a, m) for a, m in pairs if kinds.get(a) == "t4_driver" and kinds.get(m) == "t4_partner"]
+    ordinary = np.sort([x for x in (value(a, m) for a, m in pairs if a not in kinds and m not in kinds) if np.isfinite(x)])
+    if not t4 or not len(ordinary):
+        return None
+    v = value(*t4[0])
+    if not np.isfinite(v):
+        return None
+    below = np.searchsorted(ordinary, v, side="left")
+    equal = np.searchsorted(ordinary, v, side="right") - below
+    return f"{t4[0][0]}-{t4[0][1]}", float((below + 0.5 * equal + 0.5) / (len(ordinary) + 1)), v
 
 
 # ----------------------------------------------------------------------------- pooled tests
@@ -207,6 +240,10 @@ def scan(results: list, alpha: float = 0.01) -> dict:
                     cells.setdefault(key, []).append({"world": res["world"], "protein": protein, "u": u[protein],
                                                       "value": float(values[protein])})
             drivers, partners = by_kind.get("t4_driver", []), by_kind.get("t4_partner", [])
+            pair_u = pair_percentile(values, res.get("coregulated") or [], kinds)
+            if pair_u is not None:
+                cells.setdefault((stat, T4_PAIR), []).append({"world": res["world"], "protein": pair_u[0], "u": pair_u[1],
+                                                              "value": pair_u[2]})
             if drivers and partners and drivers[0] in u and partners[0] in u:
                 cells.setdefault((stat, PAIRED), []).append(
                     {"world": res["world"], "protein": f"{drivers[0]}-{partners[0]}", "u_driver": u[drivers[0]],
@@ -302,7 +339,7 @@ def sealed_verdicts(results: list, alpha: float) -> list:
 
 def format_report(report: dict, width: int = 7) -> str:
     cells = {(r["statistic"], r["kind"]): r for r in report["cells"]}
-    kinds = [k for k in ROLE_KINDS + (POOLED, PAIRED) if any(kk == k for _, kk in cells)]
+    kinds = [k for k in ROLE_KINDS + (POOLED, PAIRED, T4_PAIR) if any(kk == k for _, kk in cells)]
     stats_names = sorted({s for s, _ in cells}, key=lambda s: (s.split(".")[0], s))
     lines = [f"tell scan of {len(report['worlds'])} world(s): {', '.join(w['world'] for w in report['worlds'])}",
              f"cells: median percentile of the role among ordinary proteins; '!' finding (p < {report['per_test_threshold']:.1e}, "

@@ -182,8 +182,16 @@ def checks(world) -> tuple[list, dict]:
     h2 = np.asarray(hid["protein_h2"])
     lss = np.asarray(hid["protein_loading_ss"])
     trans = np.asarray([v is not None for v in hid["protein_trans_variant"]])
-    # the covariate terms' variance including their covariances (BMI depends on age and sex)
-    cov_var = float(np.var(0.01 * age + 0.10 * male + 0.02 * bmi))
+    # the covariate terms' variance including their covariances (BMI depends on age and sex):
+    # each protein's own coefficients when the sealed model lists them (pipeline.pathways)
+    coefs = (hid.get("protein_covariates") or {}).get("coef")
+    if coefs:
+        smoking = np.clip(np.nan_to_num(world.covariates["p20116_i0"].to_numpy(float)), 0, 1)
+        x = np.column_stack([age, male, bmi, smoking])
+        x = x - x.mean(axis=0)
+        cov_var = np.einsum("ij,jk,ik->i", np.asarray(coefs), x.T @ x / len(x), np.asarray(coefs))
+    else:
+        cov_var = float(np.var(0.01 * age + 0.10 * male + 0.02 * bmi))
     r_exp_all = np.sqrt(h2) / np.sqrt(h2 + 0.01 * trans + lss + cov_var + 0.64)
     diffs, ses = [], []
     pids = list(prot.columns)

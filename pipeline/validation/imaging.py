@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from .core import Check, at_least, band
+from .core import Check, at_least, band, underpowered
 from .stats import ridge_cv
 
 G = "imaging"
@@ -263,10 +263,13 @@ def visit2_checks(world, f2: pd.DataFrame, arche: str) -> list:
         if abs(a) < 0.25:
             continue
         r = np.corrcoef(f2[feat].to_numpy(), Ll)[0, 1]
-        if abs(a) * 0.8 * np.sqrt(n) < 5:  # underpowered at this scale
+        name = f"visit 2 rendered with the world's own archetype: sign of r({feat}, L_late)"
+        if abs(a) * 0.8 * np.sqrt(n) < 5:
+            out.append(underpowered(name, G, abs(a) * 0.8 * np.sqrt(n), 5.0, f"{arche.upper()} loading {a:+.2f}; n = {n}",
+                                    source="SPEC section 9 (defect fixed)", level="fidelity"))
             continue
         ok = np.sign(r) == np.sign(a) and abs(r) * np.sqrt(n) >= 3
-        out.append(Check(f"visit 2 rendered with the world's own archetype: sign of r({feat}, L_late)", G, float(r), None,
+        out.append(Check(name, G, float(r), None,
                          0.0 if a > 0 else None, 0.0 if a < 0 else None, bool(ok), "SPEC section 9 (defect fixed)",
                          f"{arche.upper()} loading {a:+.2f}; n = {n}", level="fidelity"))
     return out

@@ -23,7 +23,7 @@ from ..ld import LINK_R2, expected_haplotype_r
 from ..modalities.phenotypes import ARCHETYPE_LOADINGS, T8_IMAGING_C, TEXTURE_LOADINGS, TRAITS
 from ..world import (CARDIAC_L, CENTRE_CODES, L_AGE,
                      L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS)
-from .core import Check, at_least, band
+from .core import Check, at_least, band, underpowered
 from .stats import corr_z, ols, poisson, ridge_cv, standardise
 
 K_SE = 4.0  # fidelity tolerance in standard errors
@@ -40,10 +40,8 @@ def _fid(name, group, est, se, target, scale=1.0, source="", detail=""):
     return band(name, group, est * scale, target, half, source, detail, se=se * abs(scale), level="fidelity")
 
 
-def _skip(name, group, expected_z, detail="") -> Check:
-    return Check(name, group, float("nan"), None, None, None, True, "power calculation from S1 equations",
-                 f"underpowered at this scale: expected |z| = {expected_z:.1f} < {MIN_POWER_Z}. {detail}",
-                 level="analyst", skipped=True)
+def _skip(name: str, group: str, expected_z: float, detail: str = "") -> Check:
+    return underpowered(name, group, expected_z, MIN_POWER_Z, detail)
 
 
 class Ctx:

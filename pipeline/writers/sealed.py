@@ -27,11 +27,16 @@ def hidden_model(world: World, cohort) -> dict:
         "protein_cis_variant": [str(world.variant_id[v]) for v in world.protein_cis],
         "protein_h2": [round(float(h), 6) for h in world.protein_h2],
         "protein_trans_variant": [str(world.variant_id[v]) if v >= 0 else None for v in world.protein_master],
-        "protein_loading_ss": [round(float(x), 6) for x in np.square(world.protein_loadings).sum(axis=1)],
+        # a follower's own loadings plus what its path carries (pipeline.pathways): its share of the factors
+        "protein_loading_ss": [round(float(x), 6) for x in np.square(
+            world.protein_loadings if world.pathways is None else world.pathways.total_loadings).sum(axis=1)],
         "transcript_concordance": [round(float(c), 6) for c in world.transcript_concordance],
         "direct_variant": str(world.variant_id[world.direct_variant]),
         "coregulated_pairs": [[pid[int(a)], pid[int(m)]] for a, m in world.coregulated],
         "cis_placement": world.cis_placement,
+        "protein_covariates": {"columns": ["age_minus_55", "sex", "bmi_minus_27", "smoking"],
+                               "coef": [[round(float(x), 6) for x in row] for row in world.protein_cov]},
+        "pathways": None if world.pathways is None else world.pathways.summary(pid),
         "test_leaks": sorted(world.leaks),
         "t3_protein": pid[r.decoys["T3"]] if "T3" in r.decoys else None,
         "t9_centre_index": world.t9_centre,
