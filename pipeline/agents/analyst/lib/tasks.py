@@ -139,7 +139,7 @@ def task_phenotype(ctx, store: Store, clock: Clock) -> bool:
     sign = 1.0 if np.corrcoef(np.nan_to_num(res["phenotype"].to_numpy()), events)[0, 1] >= 0 else -1.0
     for key in ("phenotype", "crude", "nonimaging", "imaging_score", "group_scores"):
         res[key] = res[key] * sign
-    if sign < 0:
+    if sign < 0 and "imaging_transform" in res["model"]:  # a release without MRI has no MRI model
         res["model"]["imaging_transform"]["beta"] = -res["model"]["imaging_transform"]["beta"]
         res["model"]["imaging_transform"]["shift"] = -res["model"]["imaging_transform"]["shift"]
     frame = pd.DataFrame({"phenotype": res["phenotype"], "crude": res["crude"], "nonimaging": res["nonimaging"],
