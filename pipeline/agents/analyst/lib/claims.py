@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import evidence
 from .data import nuisance_design
-from .stats import outliers, pvalue, zcrit, zs
+from .stats import outliers, zcrit, zs
 
 F_MIN = 10.0
 ALPHA = 0.05
@@ -108,9 +108,8 @@ def analyse(ctx, store) -> dict:
         table.at[prot, "locus"] = table.at[prot, "lead_id"]
         table.at[prot, "locus_members"] = ",".join(m for m in members if m != prot)
 
-    # Instrument direct effect (exclusion restriction) for the MR-significant proteins.
-    k = max(len(mr_sig), 1)
-    z_direct = zcrit(ALPHA / k)
+    # Instrument direct effect (exclusion restriction) for the MR-significant proteins
+    # (judged in ``classify`` at Bonferroni over them).
     table["z_direct"] = np.nan
     table["direct_share"] = np.nan
     for prot in mr_sig:

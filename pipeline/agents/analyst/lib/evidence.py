@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .data import nuisance_design
-from .stats import corr_columns, empirical_null, partial_columns, pvalue, zcrit, zs
+from .stats import corr_columns, partial_columns, pvalue, zs
 
 # Outcome columns whose genome-wide associations the scan computes.
 GWAS_OUTCOMES = ("phenotype", "crude", "nonimaging", "event", "early_event", "late_event", "hf_incident")

@@ -7,7 +7,6 @@ experiment plan) -> experiments (read, follow up) -> final submission.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import time
 
