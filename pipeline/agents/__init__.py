@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 
+from .analyst import AnalystAgent
 from .base import Agent, AgentSpec, EpisodeInfo, Observation, ScriptedAgent
 from .cis_mr import CisMRAgent
 from .correlation import CorrelationAgent
@@ -29,6 +30,9 @@ REGISTRY = {
         AgentSpec("correlation", CorrelationAgent, reference=True, description="non-omics phenotype, marginal protein screen"),
         AgentSpec("cis_mr", CisMRAgent, reference=True, description="lead-variant Wald-ratio MR with an instrument-strength filter"),
         AgentSpec("mr_knockdown", MRKnockdownAgent, reference=True, description="cis-MR, then experiments on what MR cannot settle"),
+        AgentSpec("analyst", AnalystAgent, reference=True,
+                  description="own MRI segmentation and multi-modality phenotype, MR with sensitivity checks, "
+                              "decoy mechanisms, experiments on what observation cannot settle"),
         AgentSpec("tells", TellsAgent, reference=True,
                   description="exploit: roles read off role-blind statistics only (benchmark validity)"),
         AgentSpec("openai_chat", OpenAIChatAgent, description="an OpenAI-compatible /chat/completions endpoint",
@@ -65,7 +69,7 @@ def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:
 
 
 __all__ = [
-    "Agent", "AgentSpec", "CisMRAgent", "CorrelationAgent", "EpisodeInfo", "MRKnockdownAgent", "NullAgent",
-    "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TellsAgent",
+    "Agent", "AgentSpec", "AnalystAgent", "CisMRAgent", "CorrelationAgent", "EpisodeInfo", "MRKnockdownAgent",
+    "NullAgent", "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TellsAgent",
     "TransportError", "TruthAgent", "create_agent", "is_project_agent",
 ]
