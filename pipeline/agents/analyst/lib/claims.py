@@ -26,6 +26,15 @@ F_MIN = 10.0
 ALPHA = 0.05
 
 
+
+def _nominate_unless_misaligned(claims: dict, protein: str, finding: dict) -> None:
+    """An experiment showed an effect: nominate with its direction, unless survival moved
+    against the readouts (a misaligned target is never nominated)."""
+    if finding["alignment"] != "misaligned":
+        claims["nominated"].append(protein)
+        claims["directions"][protein] = finding["direction"]
+        claims["outcome_alignment"][protein] = finding["alignment"]
+
 def empty_claims() -> dict:
     return {"nominated": [], "directions": {}, "outcome_alignment": {}, "rejected": [], "abstentions": [],
             "confidence": 0.0}
@@ -388,11 +397,7 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
         hits = [m for m, f in tested.items() if f["effect"]]
         if hits:
             for m in hits:
-                f = tested[m]
-                if f["alignment"] != "misaligned":
-                    claims["nominated"].append(m)
-                    claims["directions"][m] = f["direction"]
-                    claims["outcome_alignment"][m] = f["alignment"]
+                _nominate_unless_misaligned(claims, m, tested[m])
             resolved.update(pair["members"])
         elif len(tested) == len(pair["members"]):
             resolved.update(pair["members"])  # every member tested without effect
@@ -471,11 +476,7 @@ def _delayed_claims(pair: dict, verdict: dict, findings: dict, claims: dict, res
     untested = [m for m in candidates if m not in findings]
     resolved.update(candidates + pair.get("guess", []))
     for m in hits:
-        f = findings[m]
-        if f["alignment"] != "misaligned":
-            claims["nominated"].append(m)
-            claims["directions"][m] = f["direction"]
-            claims["outcome_alignment"][m] = f["alignment"]
+        _nominate_unless_misaligned(claims, m, findings[m])
     if hits or not untested:
         return
     markers = [m for m in pair["members"] if m not in candidates]
