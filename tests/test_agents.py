@@ -221,3 +221,42 @@ def test_reference_ordering_holds_at_small_scale(tmp_path):
     means = scores["means"]
     assert means["mr_knockdown"] >= means["cis_mr"] + 3 and means["cis_mr"] >= means["correlation"] + 3
     assert len(scores["worlds"]) >= 3
+
+
+# ----------------------------------------------------------------------------- cis-MR claim rules
+
+
+def _mr_row(r_obs, wald, wald_se, F=200.0, lead=None, n=6000):
+    import math
+
+    z = wald / wald_se
+    return {"lead": lead, "F": F, "r_obs": r_obs, "wald": wald, "wald_se": wald_se, "z": z,
+            "p": math.erfc(abs(z) / math.sqrt(2)), "p_obs": math.erfc(abs(math.atanh(r_obs)) * math.sqrt(n - 3) / math.sqrt(2)),
+            "wald_events": 0.0, "p_events": 1.0}
+
+
+def test_cis_mr_two_stages_and_observational_standouts():
+    """Genome-wide MR hits are nominated; an observational standout is nominated when its Wald
+    ratio replicates it one-sided at 0.05 / 5 candidates (P2: z 2.7 > 2.33) or when its instrument
+    is too weak to refute it (P3), and rejected when a strong instrument excludes it (P4); a
+    candidate with a merely nominal MR p is not nominated (P5: z 2.2 < 2.33, two-sided p 0.03)."""
+    import pandas as pd
+
+    from pipeline.agents.cis_mr import mr_claims
+
+    rows = {f"PROT_{i:04d}": _mr_row(0.0, 0.0, 0.05, lead=f"rs{i}") for i in range(6, 600)}
+    rows.update({
+        "PROT_0001": _mr_row(0.30, 0.32, 0.03, lead="rs1"),    # MR z 10.7: genome-wide
+        "PROT_0002": _mr_row(0.33, 0.27, 0.10, lead="rs2"),    # replicated: one-sided z 2.7
+        "PROT_0003": _mr_row(-0.25, -0.10, 0.12, lead="rs3"),  # weak instrument: cannot refute
+        "PROT_0004": _mr_row(0.35, 0.00, 0.03, lead="rs4"),    # strong instrument excludes r_obs
+        "PROT_0005": _mr_row(0.06, 0.20, 0.09, lead="rs5"),    # a candidate (p_obs 3e-6), MR nominal only
+    })
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    checks = pd.DataFrame({"r_raw": [0.35], "r_adjusted": [0.34], "r_within_centre": [0.35]}, index=["PROT_0004"])
+    claims = mr_claims(table, checks)
+    assert claims["nominated"][:2] == ["PROT_0001", "PROT_0002"]
+    assert claims["nominated"][2:] == ["PROT_0003"] and claims["_observational"] == ["PROT_0003"]
+    assert claims["directions"] == {"PROT_0001": "inhibit", "PROT_0002": "inhibit", "PROT_0003": "activate"}
+    assert [r["molecule"] for r in claims["rejected"]] == ["PROT_0004"]
+    assert "PROT_0005" not in claims["nominated"]

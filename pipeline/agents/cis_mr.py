@@ -11,10 +11,28 @@ One turn, observational only:
    se(beta_GY) / |beta_GP|, and the same ratio on cardiac events (cardiac
    death or any MACE event) for the outcome alignment.
 4. Claims:
-   * Bonferroni-significant proteins (the family: distinct lead variants of
-     strong instruments, since proteins sharing a lead share one test) whose
-     lead variant is their own are nominated; the direction is the MR sign (raising the protein raises
-     severity -> inhibit).
+   * Significant proteins whose lead variant is their own are nominated; the
+     direction is the MR sign (raising the protein raises severity ->
+     inhibit).  Significance comes in two stages, the usual design of a
+     discovery screen followed by genetic replication:
+     - genome-wide: Bonferroni over the distinct lead variants of strong
+       instruments (proteins sharing a lead share one test);
+     - replication of the observational discovery: the ten strongest
+       Bonferroni-significant observational associations with a strong
+       instrument are the candidates, and each is tested one-sided, in the
+       direction of its association, at 0.05 / (number of candidates).  A
+       protein that drives disease is among the strongest associations,
+       and its Wald ratio then only has to confirm it, not to beat every
+       variant-protein pair in the genome; a weak instrument (h2 of a few
+       per cent, a Wald SE of ~0.1 at 6,000 participants) can do the
+       first and not the second.
+   * The observational standouts (the correlation agent's picks: Bonferroni-
+     significant, |r| at least half the strongest, at most five) that
+     genetics does not refute are nominated after the MR ones, with the
+     direction of their association.  Genetics refutes an association when
+     a strong instrument shows no effect and its estimate excludes the
+     observational one (the rejections below); a weak instrument's wide
+     interval cannot, and absence of evidence is not evidence of absence.
    * Proteins sharing a significant lead variant cannot be told apart by
      genetics: the set is abstained on, unless the observational data single
      one member out (its association matches its genetic effect, r_obs / wald
@@ -43,6 +61,8 @@ from .correlation import (build_phenotype, cardiac_death, source_of, standardise
 
 F_MIN = 30.0
 PLEIOTROPY_RATIO = 0.6
+#: Observational discoveries taken to MR replication (the family of the second stage).
+CANDIDATES = 10
 
 
 def cardiac_events(release, index):
@@ -191,7 +211,43 @@ def mechanism_of(check):
     return "reverse_causation", "strong association but a strong cis instrument shows no effect on the phenotype"
 
 
-def mr_claims(table, checks, f_min=30.0, pleiotropy_ratio=0.6):
+def replication_candidates(table, f_min=30.0, size=10):
+    """The observational discoveries taken to MR replication: the ``size`` strongest
+    Bonferroni-significant associations among proteins with a strong instrument."""
+    import numpy as np
+
+    alpha = 0.05 / max(len(table), 1)
+    found = table[(table["p_obs"] < alpha) & (table["F"] > f_min)]
+    return list(found.reindex(np.abs(found["r_obs"]).sort_values(ascending=False).index).index[:size])
+
+
+def observational_standouts(table, most=5):
+    """The associations that stand out: Bonferroni-significant, |r| at least half the
+    strongest, at most ``most`` (the correlation agent's picks)."""
+    import numpy as np
+
+    alpha = 0.05 / max(len(table), 1)
+    strongest = float(np.abs(table["r_obs"]).max())
+    found = table[(table["p_obs"] < alpha) & (np.abs(table["r_obs"]) >= 0.5 * strongest)]
+    return list(found.reindex(np.abs(found["r_obs"]).sort_values(ascending=False).index).index[:most])
+
+
+def replicated(table, candidates):
+    """Candidates whose Wald ratio confirms the association: one-sided, in the direction of
+    the observational r, at 0.05 / len(candidates)."""
+    import math
+
+    import numpy as np
+
+    if not candidates:
+        return []
+    rows = table.loc[candidates]
+    z = rows["z"] * np.sign(rows["r_obs"])
+    p_one = z.map(lambda v: 0.5 * math.erfc(v / math.sqrt(2.0)))
+    return list(rows.index[p_one < 0.05 / len(candidates)])
+
+
+def mr_claims(table, checks, f_min=30.0, pleiotropy_ratio=0.6, candidates=10):
     """Claims from the MR table plus, for the strong null proteins, the association checks."""
     import numpy as np
 
@@ -199,7 +255,8 @@ def mr_claims(table, checks, f_min=30.0, pleiotropy_ratio=0.6):
     # Proteins sharing a lead variant share one genotype-phenotype test (the same
     # beta_GY), so the Bonferroni family is the distinct lead variants.
     alpha = 0.05 / max(valid["lead"].nunique(), 1)
-    significant = valid[valid["p"] < alpha].sort_values("p")
+    confirmed = replicated(table, replication_candidates(table, f_min, candidates))
+    significant = valid[(valid["p"] < alpha) | valid.index.isin(confirmed)].sort_values("p")
 
     def consistency(row):
         # A causal protein's observational association is near its genetic effect
@@ -216,11 +273,13 @@ def mr_claims(table, checks, f_min=30.0, pleiotropy_ratio=0.6):
               "confidence": 0.5}
     ambiguous, resolved, pleiotropic, seen_leads = [], [], [], set()
 
-    def nominate(protein, row):
+    def nominate(protein, row, sign=None):
+        # The direction is the MR sign, or for an observational nomination its association's.
+        sign = row["wald"] if sign is None else sign
         claims["nominated"].append(protein)
-        claims["directions"][protein] = "inhibit" if row["wald"] > 0 else "activate"
+        claims["directions"][protein] = "inhibit" if sign > 0 else "activate"
         if row["p_events"] < 0.05:
-            same = np.sign(row["wald_events"]) == np.sign(row["wald"])
+            same = np.sign(row["wald_events"]) == np.sign(sign)
             claims["outcome_alignment"][protein] = "aligned" if same else "misaligned"
         else:
             claims["outcome_alignment"][protein] = "unknown"
@@ -253,11 +312,21 @@ def mr_claims(table, checks, f_min=30.0, pleiotropy_ratio=0.6):
         claims["rejected"].append({"molecule": protein, "mechanism": "pleiotropy",
                                    "reason": "genetic effect far larger than the observational association"})
     named = set(claims["nominated"]) | set(pleiotropic) | {p for m in ambiguous + resolved for p in m}
+    observational = []
+    for protein in observational_standouts(table):
+        row = table.loc[protein]
+        refuted = row["F"] > f_min and row["p"] > 0.05 and abs(row["r_obs"] - row["wald"]) > 2 * row["wald_se"]
+        if protein in named or refuted:
+            continue
+        observational.append(protein)
+        nominate(protein, row, sign=row["r_obs"])
+    named |= set(observational)
     for protein, check in checks.iterrows():
         if protein in named:
             continue
         mechanism, reason = mechanism_of(check)
         claims["rejected"].append({"molecule": protein, "mechanism": mechanism, "reason": reason})
+    claims["_observational"] = observational
     claims["_ambiguous"] = ambiguous
     claims["_resolved"] = resolved  # shared-lead sets whose first member was singled out and nominated
     claims["_pleiotropic"] = pleiotropic
@@ -270,7 +339,8 @@ def public(claims):
 
 
 LIBRARY = (build_phenotype, write_phenotype, standardise, two_sided_p, cardiac_death, cardiac_events, mr_table,
-           association_checks, strong_null_candidates, mechanism_of, mr_claims, public, write_submission)
+           association_checks, strong_null_candidates, mechanism_of, replication_candidates, observational_standouts,
+           replicated, mr_claims, public, write_submission)
 
 ANALYSIS = f"""
 phenotype = build_phenotype(RELEASE)
@@ -279,7 +349,7 @@ table = mr_table(RELEASE, phenotype, load_genotypes(), f_min={F_MIN})
 table.to_csv(os.path.join(WORK, "mr_table.csv"))
 strong_null = strong_null_candidates(table, f_min={F_MIN})
 checks = association_checks(RELEASE, phenotype, strong_null)
-claims = mr_claims(table, checks, f_min={F_MIN}, pleiotropy_ratio={PLEIOTROPY_RATIO})
+claims = mr_claims(table, checks, f_min={F_MIN}, pleiotropy_ratio={PLEIOTROPY_RATIO}, candidates={CANDIDATES})
 with open(os.path.join(WORK, "mr_claims.json"), "w") as handle:
     json.dump(claims, handle, indent=2, sort_keys=True)
 cols = ["lead", "F", "r_obs", "wald", "wald_se", "p", "wald_events", "p_events", "shared_lead"]

@@ -199,6 +199,11 @@ def apply_experiments(claims, plan, work, threshold=0.1):
             # Improves the readouts but costs survival: a harmful marker, not a target.
             if protein in nominated:
                 nominated.remove(protein)
+        elif protein in claims.get("_observational", []):
+            # An association genetics could not test, and lowering does nothing: not a target,
+            # and nothing says which bias made it look like one.
+            if protein in nominated:
+                nominated.remove(protein)
         elif protein in nominated or protein in claims["_pleiotropic"]:
             if protein in nominated:
                 nominated.remove(protein)
