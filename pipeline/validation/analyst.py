@@ -383,10 +383,16 @@ def _a9_analyst(world, c: Ctx, Y) -> list:
     okp = np.isfinite(xp) & alive5
     fit_p = poisson(late_event[okp], (follow - 5)[okp], [xp[okp]] + [a[okp] for a in adj], ["P", "age", "sex", "bmi", "smk"])
     zp = fit_p["P"][0] / fit_p["P"][1]
-    ez = CARDIAC_L * A9Params().partner_latent / fit_p["P"][1]
+    # Expected log-HR per SD: CARDIAC_L times the released partner's correlation with L_late.
+    # The partner loads 0.5 on L_late in its raw units, but it also keeps the ordinary
+    # factors and covariate terms (issue 12), so per SD of the released value it is less
+    # (r 0.30 in standard-04 at small scale).
+    r_late = corr_z(xp[okp], c.Ll[okp])[0]
+    ez = CARDIAC_L * abs(r_late) / fit_p["P"][1]
     if ez < MIN_POWER_Z:
         out.append(_skip("A9: partner tracks later disease (late cardiac deaths, z)", G, ez))
     else:
         out.append(at_least("A9: partner tracks later disease (late cardiac deaths, z)", G, zp, Z_SIG, "SPEC A9 partner",
-                            f"association with baseline phenotype z = {z_base:+.1f}; expected z {ez:.1f}"))
+                            f"association with baseline phenotype z = {z_base:+.1f}; r(partner, L_late) {r_late:+.2f}, "
+                            f"expected z {ez:.1f}"))
     return out
