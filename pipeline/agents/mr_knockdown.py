@@ -18,7 +18,9 @@ D. the protein most associated with cardiac events after year 5 (among
    phenotype, and only a knockdown can confirm it;
 B. significant proteins the MR analysis suspects of pleiotropy (is there any
    effect at all? a cell perturbation answers that);
-E. the remaining MR nominations, by knockdown, for direction and alignment.
+E. the remaining nominations (MR-supported first, then the observational
+   standouts genetics could not refute), by knockdown, for direction and
+   alignment.
 
 Turn 2 reads the results.  An experiment lowers the protein, so the change
 in severity it implies, from Delta cavity_r / 1.9 and -Delta wall_t / 0.55
@@ -31,7 +33,9 @@ improves is aligned, the other way misaligned.  Tested proteins with an
 effect are nominated (unless misaligned: a marker that improves the
 measurements while harming survival is not a target); tested ones without
 an effect are dropped (MR nominations and pleiotropy suspects are rejected
-as pleiotropy: their variant acts, the protein does not).
+as pleiotropy: their variant acts, the protein does not; an observational
+standout is dropped without a rejection, since nothing says which bias made
+it look like a target).
 """
 from __future__ import annotations
 
