@@ -115,6 +115,10 @@ def _per_block_context(world, coh, v2cov) -> dict:
 
 
 def build(resolved: config.Resolved, executor=None, progress: bool = True) -> dict:
+    if getattr(resolved, "kind", None) == "screening":  # [world-kind seam: screening]
+        from .screening.build import build as build_screening
+
+        return build_screening(resolved, executor=executor, progress=progress)
     cfg = resolved.cfg
     t_start = time.perf_counter()
     prog = Progress(cfg.world.id, progress)

@@ -227,7 +227,9 @@ class OracleConfig:
 
 @dataclass
 class RootConfig:
-    world: WorldConfig = MISSING
+    # Any, not WorldConfig: each world file picks its kind's schema in its defaults list
+    # (base_world or base_screening_world), which types the node.  [world-kind seam]
+    world: Any = MISSING
     scale: ScaleConfig = MISSING
     cluster: ClusterConfig = MISSING
     release: ReleaseConfig = MISSING
@@ -246,6 +248,9 @@ def register_configs() -> None:
     cs.store(group="scale", name="base_scale", node=ScaleConfig)
     cs.store(group="cluster", name="base_cluster", node=ClusterConfig)
     cs.store(group="release", name="base_release", node=ReleaseConfig)
+    from .screening.config import register as register_screening  # [world-kind seam: screening]
+
+    register_screening(cs)
 
 
 # --------------------------------------------------------------------------- compose
@@ -449,6 +454,10 @@ def read_seed_file(url: Optional[str]) -> Optional[str]:
 
 def load(overrides: list[str] | None = None) -> Resolved:
     cfg = compose(overrides)
+    from .screening import config as screening_config  # [world-kind seam: screening]
+
+    if screening_config.is_screening(cfg):
+        return screening_config.validate(cfg, read_seed_file(cfg.seeds))
     return validate(cfg, read_seed_file(cfg.seeds))
 
 
