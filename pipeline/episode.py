@@ -104,6 +104,13 @@ def parse(argv: list[str]) -> tuple[dict, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from .screening.episode import is_screening_world  # [world-kind seam: screening]
+
+    world_dir = next((a.split("=", 1)[1] for a in argv if a.startswith("world_dir=")), None)
+    if world_dir is not None and is_screening_world(world_dir):
+        from .screening.episode import main as screening_main
+
+        return screening_main(argv)
     try:
         args, options = parse(argv)
         _, _, sealed = world_paths(args["world_dir"])

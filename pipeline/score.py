@@ -1094,6 +1094,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", required=True, help="the episode's work folder")
     parser.add_argument("--ledger", default=None, help="the harness's experiment ledger (JSON Lines)")
     args = parser.parse_args(argv)
+    from .screening.sealed import is_screening_sealed  # [world-kind seam: screening]
+
+    if is_screening_sealed(args.sealed):
+        from .screening.score import score_episode as score_screening
+
+        print(json.dumps(score_screening(args.sealed, args.work, args.ledger), indent=2, allow_nan=False))
+        return 0
     try:
         result = score_episode(args.sealed, args.work, args.ledger)
     except SealedBundleError as error:

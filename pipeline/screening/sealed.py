@@ -58,6 +58,16 @@ def write_sealed(output: Output, resolved: ScreeningResolved, components: dict, 
     })
 
 
+def is_screening_sealed(sealed_dir) -> bool:
+    """Whether ``sealed_dir`` is a screening world's sealed bundle."""
+    from pathlib import Path
+
+    try:
+        return json.loads((Path(sealed_dir) / "oracle.json").read_text()).get("kind") == KIND
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def read_sealed(sealed_dir) -> dict:
     """The scorer's and oracle's view of a sealed bundle: sizes, top-K ids, every score by id."""
     from pathlib import Path
