@@ -1786,6 +1786,12 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--against", help="the same world built with another world.roles_salt (role-shuffle invariance)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     args = ap.parse_args(argv)
+    from .screening.episode import is_screening_world  # [world-kind seam: screening]
+
+    if is_screening_world(args.world_dir):
+        from .screening.audit import main as screening_main
+
+        return screening_main([args.world_dir])
     report = audit(args.world_dir, args.against)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0 if report["passed"] else 1

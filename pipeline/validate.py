@@ -71,6 +71,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="folder for validation.json and validation.html")
     ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
     args = ap.parse_args(argv)
+    from .screening.episode import is_screening_world  # [world-kind seam: screening]
+
+    if is_screening_world(args.world_dir):
+        from .screening.validate import main as screening_main
+
+        return screening_main([args.world_dir])
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:

@@ -1,0 +1,380 @@
+"""Screening worlds (kind: screening): build, determinism, oracle and scorer rules,
+chemistry and geometry, pose sensitivity, the leak audit, kernels against twins,
+and one reference episode per strategy, all at tiny scale (10,000 conformations)."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import config
+from pipeline.build import build
+from pipeline.screening.config import SHARD_ROWS
+
+TINY = ["world=screening-01", "scale=tiny", "cluster=sync"]
+
+
+def _load(overrides, out):
+    return config.load([*overrides, f"out={out}"])
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("screening")
+    resolved = _load(TINY, out)
+    summary = build(resolved, progress=False)
+    assert summary["conformations"] == 10_000
+    return out / "screening-01"
+
+
+def _manifest_hashes(world_dir: Path) -> dict:
+    out = {}
+    for bundle in ("release", "sealed"):
+        doc = json.loads((world_dir / bundle / "MANIFEST.json").read_text())
+        out.update({f"{bundle}/{f['path']}": f["sha256"] for f in doc["files"]})
+        out[f"{bundle}/MANIFEST.json"] = (world_dir / bundle / "MANIFEST.json").read_bytes()
+    return out
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def test_compose_and_sizes():
+    r = config.load(["world=screening-02", "scale=small"])
+    assert r.kind == "screening" and r.n == 100_000
+    assert r.sizes == {"conformations": 100_000, "budget": 10_000, "top_k": 100, "submission_size": 300, "max_submissions": 3}
+    paper = config.load(["world=screening-03", "scale=paper"]).sizes
+    assert (paper["budget"], paper["top_k"], paper["submission_size"]) == (100_000, 1000, 3000)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("scale=biobank", "scale: 'biobank' has no screening size"),
+    ("world.conformations=10", "world.conformations: 10 is out of range"),
+    ("world.score.hidden_share=1.0", "world.score.hidden_share"),
+    ("world.archetype=dcm", "world.archetype: Key 'archetype' not in 'ScreeningWorldConfig'"),
+])
+def test_bad_screening_config_names_the_field(override, message):
+    with pytest.raises(config.ConfigError) as err:
+        config.load(["world=screening-01", override])
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_biobank_worlds_still_typed():
+    with pytest.raises(config.ConfigError, match="world.n_drivers"):
+        config.load(["world=standard-01", "world.n_drivers=abc"])
+
+
+# ----------------------------------------------------------------------------- build
+
+
+def test_tiny_build_release_and_sealed(world):
+    release, sealed = world / "release", world / "sealed"
+    assert sorted(p.name for p in release.iterdir()) == ["MANIFEST.json", "README.md", "library.parquet", "sdf"]
+    assert sorted(p.name for p in (release / "sdf").iterdir()) == ["library_0000.sdf.gz", "library_0001.sdf.gz"]
+    lib = pq.read_table(release / "library.parquet")
+    assert lib.column_names == ["id", "smiles", "elements", "coordinates"] and lib.num_rows == 10_000
+    assert len(set(lib.column("smiles").to_pylist())) == 10_000  # distinct molecules by construction
+    assert {"scores.parquet", "topk.json", "pockets.json", "oracle.json", "world.yaml", "MANIFEST.json"} <= {p.name for p in sealed.iterdir()}
+    top = json.loads((sealed / "topk.json").read_text())
+    assert len(top["ids"]) == 100
+    from pipeline.manifest import verify
+    from pipeline.outputs import Output
+
+    out = Output(str(world.parent), "screening-01")
+    assert verify(out, out.release) == [] and verify(out, out.sealed) == []
+
+
+def test_same_bytes_for_sync_and_a_local_cluster(tmp_path):
+    """Two 3,000-row shards and one partial: sync vs a LocalCluster with two worker processes."""
+    over = ["world=screening-02", "world.conformations=7000"]
+    a = _load([*over, "cluster=sync"], tmp_path / "a")
+    b = _load([*over, "cluster=local", "cluster.n_workers=2"], tmp_path / "b")
+    build(a, progress=False)
+    build(b, progress=False)
+    ha, hb = _manifest_hashes(tmp_path / "a" / "screening-02"), _manifest_hashes(tmp_path / "b" / "screening-02")
+    assert ha.keys() == hb.keys()
+    assert [k for k in ha if ha[k] != hb[k]] == []
+
+
+def test_resume_reuses_finished_shards(tmp_path):
+    from pipeline.screening import build as sbuild, stages
+
+    over = ["world=screening-03", "world.conformations=6000", "cluster=sync"]
+    fresh = _load(over, tmp_path / "fresh")
+    build(fresh, progress=False)
+    resolved = _load(over, tmp_path / "resumed")
+    calls = []
+    real = stages.shard_task
+
+    def crash_after_first(ctx, shard, *args):
+        result = real(ctx, shard, *args)
+        calls.append((shard, result["reused"]))
+        if len(calls) == 1:
+            raise RuntimeError("killed")
+        return result
+
+    sbuild.shard_task = crash_after_first
+    try:
+        with pytest.raises(RuntimeError):
+            build(resolved, progress=False)
+        calls.clear()
+        build(resolved, progress=False)
+    finally:
+        sbuild.shard_task = real
+    assert calls == [(0, True), (1, False)]
+    assert _manifest_hashes(tmp_path / "fresh" / "screening-03") == _manifest_hashes(tmp_path / "resumed" / "screening-03")
+
+
+# ----------------------------------------------------------------------------- chemistry and geometry
+
+
+def test_products_are_the_rdkit_reaction_products():
+    """A spliced product equals what the reaction rules give on the building blocks themselves."""
+    from rdkit import Chem
+
+    from pipeline.screening import fragments, library
+
+    table = fragments.load_table()
+    plan = library.plan(0xABCDEF0123456789ABCDEF0123456789, 400, table)
+    sp = library.splice(table, plan.synthon)
+    checked = 0
+    for m in range(len(plan.route)):
+        route = fragments.ROUTES[plan.route[m]]
+        blocks = [Chem.MolFromSmiles(table.blocks[s]) for s in plan.synthon[m] if s >= 0]
+        rules = [fragments.RULES[fragments.RULE_INDEX[r]] for r in route.rules]
+        if len(blocks) == 2:
+            product = fragments._react(rules[0], blocks[0], blocks[1])
+        else:
+            inner = fragments._react(rules[1], blocks[1], blocks[2])
+            product = fragments._react(rules[0], blocks[0], inner)
+        assert product is not None
+        want = Chem.MolToSmiles(product, isomericSmiles=False)
+        assert Chem.MolToSmiles(Chem.MolFromSmiles(sp.smiles[m]), isomericSmiles=False) == want, (route.name, sp.smiles[m])
+        checked += 1
+    assert checked == 400
+
+
+def test_committed_fragment_table_reembeds():
+    from pipeline.screening import fragments
+
+    table = fragments.load_table()
+    for s in (0, 700, table.n - 1):
+        spec = fragments.prepare_synthon(table.roles[s], table.blocks[s], table.variants[s])
+        rec = fragments.synthon_record(spec, s)
+        lo, hi = table.atom_offset[s], table.atom_offset[s + 1]
+        assert list(rec["z"]) == list(table.z[lo:hi]) and rec["text"] == table.texts[s]
+        c0 = table.conf_atom_offset[table.conf_offset[s]]
+        np.testing.assert_allclose(rec["coords"][0], table.coords[c0:c0 + (hi - lo)], atol=1e-4)
+
+
+def test_geometry_and_chemistry_on_a_sample(world):
+    from pipeline.screening import validate
+
+    lib = pq.read_table(world / "release" / "library.parquet", columns=["id", "smiles"])
+    smiles = dict(zip(lib.column("id").to_pylist(), lib.column("smiles").to_pylist()))
+    geo = validate.geometry(world / "release" / "sdf" / "library_0001.sdf.gz", smiles, limit=150)
+    assert geo["read"] == geo["sanitised"] == geo["same_as_smiles"] == 150
+    assert geo["bond_dev_max"] <= validate.BOND_TOLERANCE
+    assert geo["angle_dev_p99"] <= validate.ANGLE_TOLERANCE_99
+    assert geo["clashing_molecules"] == 0
+    if geo["openbabel_read"] is not None:
+        assert geo["openbabel_read"] == SHARD_ROWS
+    chem = validate.chemistry(list(smiles.values())[:500])
+    assert chem["unparsed"] == 0 and chem["lipinski_fraction"] >= 0.8
+
+
+def test_parquet_atoms_follow_the_smiles(world):
+    from rdkit import Chem
+
+    lib = pq.read_table(world / "release" / "library.parquet").slice(0, 200).to_pylist()
+    for row in lib:
+        mol = Chem.MolFromSmiles(row["smiles"])
+        assert [a.GetSymbol() for a in mol.GetAtoms()] == row["elements"]
+        assert len(row["coordinates"]) == mol.GetNumAtoms()
+
+
+# ----------------------------------------------------------------------------- the score
+
+
+def test_pose_sensitivity_and_report(world):
+    from pipeline.screening import validate
+
+    scores = pq.read_table(world / "sealed" / "scores.parquet").to_pandas()
+    rows = np.sort(np.random.default_rng(1).choice(len(scores), 600, replace=False))
+    pose = validate.pose_sensitivity(world, rows, scores)
+    assert pose["recomputed_vs_sealed"] > 0.999  # the report recomputes the sealed score from the release
+    assert pose["spearman_score"] < validate.POSE_SPEARMAN_MAX
+    assert pose["mean_target_moved"] < pose["mean_target_released"]  # docked poses fit the pocket better
+    figures = validate.score_figures(scores, 100, 0.25)
+    assert abs(figures["hidden_share_realised"] - 0.25) < 0.05
+    assert figures["enrichment_top1pct"]["target"] > 5
+
+
+def test_leak_audit_passes(world):
+    from pipeline.screening.audit import audit
+
+    report = audit(world)
+    assert report["ok"], [c for c in report["checks"] if not c["ok"]]
+
+
+# ----------------------------------------------------------------------------- oracle and scorer
+
+
+def test_oracle_rules_and_ledger(world, tmp_path):
+    from pipeline.screening.oracle import LabelOracle
+    from pipeline.screening.score import score_episode
+
+    ledger = tmp_path / "ledger.jsonl"
+    o = LabelOracle(world / "sealed", ledger)
+    ids = [f"C{i:06d}" for i in range(10_000)]
+    top = json.loads((world / "sealed" / "topk.json").read_text())["ids"]
+    assert o.request_labels(["C999999"], 1)["status"] == "refused"
+    assert o.request_labels(ids[:10] + ["nope"], 1)["reason"].startswith("1 unknown id(s): nope")
+    got = o.request_labels(ids[:600] + ids[:5], 1)
+    assert got["status"] == "ok" and got["charged"] == 600 and got["remaining"] == 400
+    again = o.request_labels(ids[:600], 2)  # repeats are free
+    assert again["charged"] == 0 and again["repeats"] == 600 and len(again["labels"]) == 600
+    past = o.request_labels(ids[600:1100], 2)
+    assert past["status"] == "refused" and "400 of the 1,000-label budget remain" in past["reason"]
+    assert o.remaining == 400
+    assert o.submit(ids[:301], 3)["reason"].startswith("301 ids submitted; at most 300")
+    assert "duplicate" in o.submit(ids[:5] + ids[:1], 3)["reason"]
+    assert "unknown" in o.submit(["C12"], 3)["reason"]
+    first = o.submit(top[:50] + ids[:10], 3)
+    assert first["status"] == "ok" and first["overlap"] >= 50
+    assert o.submit(top, 4)["score"] == 100.0
+    assert o.submit(ids[:300], 4)["status"] == "ok"
+    fourth = o.submit(top, 5)
+    assert fourth["status"] == "refused" and "all 3 submissions are used" in fourth["reason"]
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert [r["status"] for r in rows if r.get("action") == "submit"] == ["refused"] * 3 + ["ok"] * 3 + ["refused"]
+    result = score_episode(world / "sealed", tmp_path, str(ledger))
+    assert result["score"] == 100.0 and result["best_submission"] == 2 and result["details"]["labels_used"] == 600
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "screening-score.schema.json").read_text())
+    jsonschema.validate(result, schema)
+
+
+def test_scorer_true_top_k_and_random_sets():
+    from pipeline.screening.score import score_submissions
+
+    n, k, size = 1_000_000, 1000, 3000
+    rng = np.random.default_rng(7)
+    top = [f"C{i:06d}" for i in rng.choice(n, k, replace=False)]
+    assert score_submissions([top], top, n, size, 3)["score"] == 100.0
+    scores = [score_submissions([[f"C{i:06d}" for i in rng.choice(n, size, replace=False)]], top, n, size, 3)["score"]
+              for _ in range(40)]
+    # each overlap is hypergeometric with mean 3 (0.3 %) and SD ~1.73 (0.173 %): the mean of 40 within 4 SE
+    assert abs(np.mean(scores) - 0.3) < 4 * 0.173 / np.sqrt(40)
+    fourth = score_submissions([top[:10], top[:20], top[:30], top], top, n, size, 3)
+    assert fourth["score"] == 3.0 and fourth["refused"][0]["reason"].startswith("past the 3-submission limit")
+
+
+# ----------------------------------------------------------------------------- kernels against twins
+
+
+def test_pocket_dock_and_repose_kernels_match_twins():
+    from kernels.reference import screening as twin
+    from kernels.screening import dock, pocket_scores, repose
+    from pipeline.screening.config import PocketConfig
+    from pipeline.screening.pocket import kernel_args, sample_pocket
+
+    rng = np.random.default_rng(3)
+    offsets = np.array([0, 7, 15, 26])
+    xyz = rng.normal(0, 3, (26, 3))
+    bits = rng.integers(0, 64, 26).astype(np.uint8)
+    pocket = kernel_args(sample_pocket(2**127 + 5, "target", PocketConfig()))
+    out = np.empty(3)
+    pocket_scores(xyz, offsets, bits, *pocket, out)
+    np.testing.assert_allclose(out, twin.pocket_scores(xyz, offsets, bits, *pocket), rtol=1e-12, atol=1e-12)
+    rows = np.array([5, 77, 1001], dtype=np.int64)
+    posed, best = np.empty_like(xyz), np.empty(3)
+    dock(np.uint64(99), rows, xyz, offsets, bits, 6, 5, 1.0, 20.0, 0.5, *pocket, posed, best)
+    t_posed, t_best = twin.dock(99, rows, xyz, offsets, bits, 6, 5, 1.0, 20.0, 0.5, *pocket)
+    np.testing.assert_allclose(posed, t_posed, atol=1e-9)
+    np.testing.assert_allclose(best, t_best, atol=1e-9)
+    moved = np.empty_like(xyz)
+    repose(np.uint64(7), rows, xyz, offsets, 2.0, moved)
+    np.testing.assert_allclose(moved, twin.repose(7, rows, xyz, offsets, 2.0), atol=1e-12)
+    # a rigid motion keeps every internal distance
+    np.testing.assert_allclose(np.linalg.norm(moved[0] - moved[5]), np.linalg.norm(xyz[0] - xyz[5]))
+
+
+def test_assembly_keeps_synthon_geometry():
+    """Each synthon's atoms move rigidly, and the new bond has the probe product's length."""
+    from pipeline.screening import fragments, library, stages
+    from pipeline.screening.config import DockingConfig, PocketConfig
+    from pipeline.screening.pocket import sample_pocket
+
+    table = fragments.load_table()
+    plan = library.plan(2**127 + 11, 300, table)
+    d = DockingConfig()
+    sp, posed, min_d = stages.poses(2**127 + 11, 0, plan.synthon, plan.route, table, sample_pocket(2**127, "target", PocketConfig()),
+                                    {"starts": d.starts, "steps": d.steps, "spread": d.spread, "step_angle": d.step_angle,
+                                     "step_shift": d.step_shift})
+    for m in range(0, 300, 7):
+        lo, hi = sp.atom_offset[m], sp.atom_offset[m + 1]
+        b = sp.bonds[sp.bond_offset[m]:sp.bond_offset[m + 1]]
+        lengths = np.linalg.norm(posed[lo + b[:, 0]] - posed[lo + b[:, 1]], axis=1)
+        assert lengths.min() > 1.0 and lengths.max() < 1.95
+    assert np.mean(min_d >= 2.5) > 0.99
+
+
+# ----------------------------------------------------------------------------- episodes
+
+
+@pytest.mark.parametrize("strategy", ["random", "labels_only", "invariant_al", "pose_al"])
+def test_reference_episode(world, tmp_path, strategy):
+    from pipeline.screening.agents import create_agent
+    from pipeline.screening.episode import run_episode
+
+    r = run_episode(world, create_agent(strategy), out=tmp_path / strategy, mode="unrestricted")
+    used = {"random": 1, "labels_only": 1}.get(strategy, 3)
+    assert len(r["submissions"]) == used, r["episode"]
+    assert r["episode"]["exit_reason"] in ("finished", "submissions_used")
+    assert r["episode"]["labels_used"] == (0 if strategy == "random" else 1000)
+    # top-K 100 of 10,000: random expects 3 % (SD 1.7), labels only 10 % (SD 3)
+    if strategy == "random":
+        assert r["score"] <= 3 + 4 * 1.7
+    elif strategy == "labels_only":
+        assert 10 - 4 * 3 <= r["score"] <= 10 + 4 * 3
+    else:
+        assert r["score"] >= 10 + 4 * 3  # an active learner beats the labels-only expectation clearly
+    assert json.loads((tmp_path / strategy / "score.json").read_text())["score"] == r["score"]
+
+
+def test_agent_cannot_read_the_sealed_bundle(world, tmp_path):
+    from pipeline.agents.base import ScriptedAgent
+    from pipeline.screening.episode import ScreeningEpisode
+
+    target = world / "sealed" / "topk.json"
+
+    class Peek(ScriptedAgent):
+        FALLBACK = "finish()\n"
+
+        def programs(self, info):
+            return [f"print(open({str(target)!r}).read()[:40])\nfinish()\n"]
+
+    episode = ScreeningEpisode(world, Peek(), out=tmp_path / "peek", mode="unrestricted")
+    if not episode.sandbox.isolated:
+        episode.sandbox.close()
+        pytest.skip(f"not isolated here: {episode.sandbox.reason}")
+    episode.run()
+    transcript = json.loads((tmp_path / "peek" / "transcript.json").read_text())
+    assert "top_k" not in transcript["turns"][0]["observation"]
+    assert "No such file" in transcript["turns"][0]["observation"]
+
+
+def test_score_and_episode_entry_points(world, tmp_path):
+    from pipeline import episode as episode_cli, score as score_cli
+
+    assert episode_cli.main([f"world_dir={world}", "agent=random", f"out={tmp_path / 'ep'}", "mode=unrestricted"]) == 0
+    assert score_cli.main(["--sealed", str(world / "sealed"), "--work", str(tmp_path / "ep" / "work"),
+                           "--ledger", str(tmp_path / "ep" / "ledger.jsonl")]) == 0
+    with gzip.open(world / "release" / "sdf" / "library_0000.sdf.gz", "rt") as handle:
+        assert handle.readline().strip() == "C000000"
