@@ -381,3 +381,24 @@ def test_score_and_episode_entry_points(world, tmp_path):
                            "--ledger", str(tmp_path / "ep" / "ledger.jsonl")]) == 0
     with gzip.open(world / "release" / "sdf" / "library_0000.sdf.gz", "rt") as handle:
         assert handle.readline().strip() == "C000000"
+
+
+def test_sdf_kernel_matches_twin():
+    import gzip as gz
+
+    from kernels.reference.sdf import format_sdf
+    from pipeline.screening import fragments, library
+    from pipeline.screening.writers import ELEMENTS, SDF_PROGRAM_LINE, sdf_bytes
+
+    table = fragments.load_table()
+    plan = library.plan(2**127 + 3, 60, table)
+    sp = library.splice(table, plan.synthon)
+    rng = np.random.default_rng(0)
+    xyz = np.round(rng.normal(0, 8, (int(sp.atom_offset[-1]), 3)), 4)
+    xyz[0] = [-0.0, 0.0, -1234.5678]  # signed zero and a wide value format like Python's
+    charge = sp.charge.copy()
+    charge[[3, 4, 9]] = [1, -1, 2]  # charge lines, including two on one molecule
+    ids = [f"C{i:06d}" for i in range(60)]
+    want = format_sdf(ids, SDF_PROGRAM_LINE, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds, ELEMENTS)
+    got = gz.decompress(sdf_bytes(ids, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds)).decode()
+    assert got == want
