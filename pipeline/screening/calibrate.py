@@ -49,7 +49,9 @@ def run(panel: str, scale: str, out: str, strategies: list, cluster: str = "loca
     worlds = panel_worlds(panel)
     for wid in worlds:
         resolved = config.load([f"world={wid}", f"scale={scale}", f"out={out}", f"cluster={cluster}"])
-        if not status(resolved)["complete"]:
+        manifest = Path(out) / wid / "release" / "MANIFEST.json"
+        size = json.loads(manifest.read_text()).get("conformations") if manifest.exists() else None
+        if not status(resolved)["complete"] or size != resolved.n:  # missing, incomplete or another scale
             build(resolved, progress=True)
         world_dir = Path(out) / wid
         for name in strategies:
