@@ -402,3 +402,12 @@ def test_sdf_kernel_matches_twin():
     want = format_sdf(ids, SDF_PROGRAM_LINE, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds, ELEMENTS)
     got = gz.decompress(sdf_bytes(ids, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds)).decode()
     assert got == want
+
+
+def test_panel_resolves_screening_worlds():
+    from pipeline import panel
+
+    worlds = panel.resolve_panel("screening-v1", ["scale=tiny"])
+    assert [(w.kind, w.cfg.world.id, w.n) for w in worlds] == [
+        ("screening", f"screening-0{i}", 10_000) for i in (1, 2, 3)]
+    assert len({w.seed for w in worlds}) == 3
