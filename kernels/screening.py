@@ -356,6 +356,17 @@ def _random_rotation(state, rot):
 
 
 @njit(inline="always")
+def _centroid(xyz, lo, hi):
+    centre = np.zeros(3)
+    for a in range(lo, hi):
+        for d in range(3):
+            centre[d] += xyz[a, d]
+    for d in range(3):
+        centre[d] /= hi - lo
+    return centre
+
+
+@njit(inline="always")
 def _apply(src, lo, hi, centre, rot, shift, dst):
     for a in range(lo, hi):
         v0 = src[a, 0] - centre[0]
@@ -379,12 +390,7 @@ def dock(key, rows, xyz, atom_offset, bits, n_starts, n_steps, spread, step_angl
         lo, hi = atom_offset[m], atom_offset[m + 1]
         state = np.empty(4, dtype=np.uint64)
         seed_state(key, rows[m], state)
-        centre = np.zeros(3)
-        for a in range(lo, hi):
-            for d in range(3):
-                centre[d] += xyz[a, d]
-        for d in range(3):
-            centre[d] /= hi - lo
+        centre = _centroid(xyz, lo, hi)
         rot = np.empty((3, 3))
         shift = np.empty(3)
         best_rot = np.eye(3)
@@ -435,12 +441,7 @@ def repose(key, rows, xyz, atom_offset, spread, out_xyz):
         lo, hi = atom_offset[m], atom_offset[m + 1]
         state = np.empty(4, dtype=np.uint64)
         seed_state(key, rows[m], state)
-        centre = np.zeros(3)
-        for a in range(lo, hi):
-            for d in range(3):
-                centre[d] += xyz[a, d]
-        for d in range(3):
-            centre[d] /= hi - lo
+        centre = _centroid(xyz, lo, hi)
         rot = np.empty((3, 3))
         _random_rotation(state, rot)
         g0, g1 = next_normal_pair(state)

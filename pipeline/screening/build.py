@@ -26,27 +26,6 @@ from .stages import COMPONENTS, shard_bounds, shard_task
 RELEASE_FORMAT = "screening/1"
 
 
-class _Progress:
-    def __init__(self, world_id: str, enabled: bool):
-        self.world_id, self.enabled = world_id, enabled
-        self.stages: dict = {}
-        self._name, self._t = None, 0.0
-
-    def start(self, name: str) -> None:
-        self.stop()
-        self._name, self._t = name, time.perf_counter()
-        if self.enabled:
-            log(f"[{self.world_id}] {name} ...")
-
-    def stop(self) -> None:
-        if self._name is not None:
-            dt = time.perf_counter() - self._t
-            self.stages[self._name] = self.stages.get(self._name, 0.0) + dt
-            if self.enabled:
-                log(f"[{self.world_id}] {self._name} done in {dt:.1f}s")
-        self._name = None
-
-
 def _prepare_work(output: Output, resolved: ScreeningResolved) -> bool:
     """Keep ``.build/`` only for the same world-determining config (then finished shards are reused)."""
     doc = world_determining(resolved)
@@ -75,7 +54,9 @@ def build(resolved: ScreeningResolved, executor=None, progress: bool = True) -> 
     cfg = resolved.cfg
     world = cfg.world
     t_start = time.perf_counter()
-    prog = _Progress(world.id, progress)
+    from ..build import Progress  # the biobank build's per-stage progress and timings
+
+    prog = Progress(world.id, progress)
     prog.start("plan")
     n = resolved.n
     table = load_table()
