@@ -411,3 +411,14 @@ def test_panel_resolves_screening_worlds():
     assert [(w.kind, w.cfg.world.id, w.n) for w in worlds] == [
         ("screening", f"screening-0{i}", 10_000) for i in (1, 2, 3)]
     assert len({w.seed for w in worlds}) == 3
+
+
+def test_time_limited_mode_stops_at_the_clock(world, tmp_path):
+    from pipeline.screening.agents import create_agent
+    from pipeline.screening.episode import MODES, ScreeningEpisode
+
+    assert MODES["limited"]["turns"] * MODES["limited"]["timeout"] == 10 * 3600  # the turns fit the source's 10 hours
+    episode = ScreeningEpisode(world, create_agent("labels_only"), out=tmp_path / "clock", mode="limited", clock_hours=1e-9)
+    result = episode.run()
+    assert result["episode"]["exit_reason"] == "time_limit" and result["score"] == 0.0
+    assert json.loads((tmp_path / "clock" / "transcript.json").read_text())["clock_s"] == pytest.approx(3.6e-6)
