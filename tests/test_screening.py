@@ -15,7 +15,9 @@ from pipeline import config
 from pipeline.build import build
 from pipeline.screening.config import SHARD_ROWS
 
-TINY = ["world=screening-01", "scale=tiny", "cluster=sync"]
+# The behaviour tests' world keeps a small hidden share, so that a learner's edge over random
+# labelling is many standard errors wide even with only 100 top-K molecules.
+TINY = ["world=screening-01", "scale=tiny", "cluster=sync", "world.score.hidden_share=0.1"]
 
 
 def _load(overrides, out):
@@ -210,10 +212,11 @@ def test_pose_sensitivity_and_report(world):
     rows = np.sort(np.random.default_rng(1).choice(len(scores), 600, replace=False))
     pose = validate.pose_sensitivity(world, rows, scores)
     assert pose["recomputed_vs_sealed"] > 0.999  # the report recomputes the sealed score from the release
-    assert pose["spearman_score"] < validate.POSE_SPEARMAN_MAX
+    assert pose["spearman_structural"] < validate.POSE_SPEARMAN_MAX
+    assert pose["spearman_score"] < 0.95  # the whole score moves too, beyond its hidden part
     assert pose["mean_target_moved"] < pose["mean_target_released"]  # docked poses fit the pocket better
-    figures = validate.score_figures(scores, 100, 0.25)
-    assert abs(figures["hidden_share_realised"] - 0.25) < 0.05
+    figures = validate.score_figures(scores, 100, 0.1)
+    assert abs(figures["hidden_share_realised"] - 0.1) < 0.03
     assert figures["enrichment_top1pct"]["target"] > 5
 
 
@@ -346,8 +349,8 @@ def test_reference_episode(world, tmp_path, strategy):
         assert r["score"] <= 3 + 4 * 1.7
     elif strategy == "labels_only":
         assert 10 - 4 * 3 <= r["score"] <= 10 + 4 * 3
-    else:
-        assert r["score"] >= 10 + 4 * 3  # an active learner beats the labels-only expectation clearly
+    else:  # a learner labels more of the top-K than random labelling would (its first submission)
+        assert r["submissions"][0]["overlap"] >= 10 + 2 * 3
     assert json.loads((tmp_path / strategy / "score.json").read_text())["score"] == r["score"]
 
 

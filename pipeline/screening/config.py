@@ -42,8 +42,8 @@ class PocketConfig:
 class DockingConfig:
     """The cheap docking-like placement into the target pocket (kernels.screening.dock)."""
 
-    starts: int = 24  #: random orientations tried
-    steps: int = 32  #: greedy refinement steps of the best
+    starts: int = 8  #: random orientations tried
+    steps: int = 8  #: greedy refinement steps of the best
     spread: float = 1.2  #: Å: SD of the centroid's offset from the pocket centre
     step_angle: float = 20.0  #: degrees
     step_shift: float = 0.6  #: Å
@@ -53,7 +53,7 @@ class DockingConfig:
 class ScoreConfig:
     """How the hidden score combines its parts (each standardised over the library)."""
 
-    hidden_share: float = 0.25  #: share of the score's variance in the per-molecule term no model can predict
+    hidden_share: float = 0.70  #: share of the score's variance in the per-molecule term no model can predict
     offtargets: int = 3
     offtarget_weight: float = 0.45  #: weight of sum_k softplus(z(off_k) - threshold)
     offtarget_threshold: float = 0.5

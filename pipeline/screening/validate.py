@@ -14,9 +14,10 @@ Figures, each with its band where one applies (``checks``):
   reads the shard when it is installed);
 * the score: distribution, the hidden term's realised share, the top-K's
   threshold; enrichment of the top-K by each part of the score; pose
-  sensitivity: the rank correlation between the scores of the released poses
-  and of the same conformations moved by a random rotation about their
-  centroid and a 2 Å random shift.
+  sensitivity: the rank correlation between the scores (whole, and its
+  structural part, which the hidden per-molecule term does not dilute) of the
+  released poses and of the same conformations moved by a random rotation about
+  their centroid and a 2 Å random shift.
 """
 from __future__ import annotations
 
@@ -173,7 +174,8 @@ def pose_sensitivity(world: Path, sample_rows: np.ndarray, scores: pd.DataFrame)
     struct_sd = np.std(t_rel)
     s_mov = np.sqrt(1 - h) * (t_mov - np.mean(t_rel)) / struct_sd + np.sqrt(h) * hidden
     return {"n": int(len(sample_rows)), "shift_A": REPOSE_SHIFT,
-            "spearman_score": _spearman(s_rel, s_mov), "spearman_target": _spearman(target_rel, target_mov),
+            "spearman_score": _spearman(s_rel, s_mov), "spearman_structural": _spearman(t_rel, t_mov),
+            "spearman_target": _spearman(target_rel, target_mov),
             "recomputed_vs_sealed": _spearman(s_rel, np.sqrt(1 - h) * (t_rel - np.mean(t_rel)) / struct_sd + np.sqrt(h) * hidden),
             "mean_target_released": float(target_rel.mean()), "mean_target_moved": float(target_mov.mean()),
             "top_k": int(oracle["top_k"])}
@@ -240,7 +242,8 @@ def validate(world_dir, sample: int = SAMPLE, geometry_sample: int = GEOMETRY_SA
         (f"bond lengths within {BOND_TOLERANCE} Å of MMFF94", geo["bond_dev_max"] <= BOND_TOLERANCE, geo["bond_dev_max"]),
         (f"99 % of angles within {ANGLE_TOLERANCE_99} deg of MMFF94", geo["angle_dev_p99"] <= ANGLE_TOLERANCE_99, geo["angle_dev_p99"]),
         (f"no heavy-atom clash (< {CLASH} Å, > 3 bonds apart)", geo["clashing_molecules"] == 0, geo["closest_nonbonded_min"]),
-        (f"pose-sensitive: Spearman(released, re-posed) < {POSE_SPEARMAN_MAX}", pose["spearman_score"] < POSE_SPEARMAN_MAX, pose["spearman_score"]),
+        (f"pose-sensitive: Spearman(released, re-posed structural score) < {POSE_SPEARMAN_MAX}",
+         pose["spearman_structural"] < POSE_SPEARMAN_MAX, pose["spearman_structural"]),
         ("the validation recomputes the sealed score", pose["recomputed_vs_sealed"] > 0.999, pose["recomputed_vs_sealed"]),
     ]
     return {"world_id": oracle["world_id"], "kind": "screening", "conformations": n, "chemistry": chem, "geometry": geo,
