@@ -6,14 +6,17 @@ blocks were grouped into Dask tasks.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from . import seeds
 
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from .world import World
 
-def per_block(world, name: str, draw: Callable[[np.random.Generator, int], np.ndarray], subset: np.ndarray | None = None) -> np.ndarray:
+
+def per_block(world: World, name: str, draw: Callable[[np.random.Generator, int], np.ndarray], subset: np.ndarray | None = None) -> np.ndarray:
     """Concatenate ``draw(rng, n_in_block)`` over blocks for stream ``name``.
 
     With ``subset`` (a boolean mask over all participants), each block draws for
@@ -28,15 +31,15 @@ def per_block(world, name: str, draw: Callable[[np.random.Generator, int], np.nd
     return np.concatenate(parts) if parts else np.empty(0)
 
 
-def normal(world, name: str, shape: tuple = (), subset=None) -> np.ndarray:
+def normal(world: World, name: str, shape: tuple = (), subset: np.ndarray | None = None) -> np.ndarray:
     return per_block(world, name, lambda rng, n: rng.standard_normal((n, *shape)), subset)
 
 
-def uniform(world, name: str, shape: tuple = (), subset=None) -> np.ndarray:
+def uniform(world: World, name: str, shape: tuple = (), subset: np.ndarray | None = None) -> np.ndarray:
     return per_block(world, name, lambda rng, n: rng.random((n, *shape)), subset)
 
 
-def exponential(world, name: str, shape: tuple = (), subset=None) -> np.ndarray:
+def exponential(world: World, name: str, shape: tuple = (), subset: np.ndarray | None = None) -> np.ndarray:
     return per_block(world, name, lambda rng, n: rng.standard_exponential((n, *shape)), subset)
 
 

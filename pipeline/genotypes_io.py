@@ -19,7 +19,10 @@ import pandas as pd
 import zarr
 from zarr.core.metadata.v2 import ArrayV2Metadata
 
-GENOTYPE_STORE = "genotypes.zarr"
+try:
+    from .bundle import GENOTYPE_STORE
+except ImportError:  # the agent sandbox's copy (dtw_genotypes.py), beside its copy of the contract
+    from dtw_bundle import GENOTYPE_STORE  # type: ignore[no-redef]
 
 
 def _open_store(url: str):
@@ -60,7 +63,6 @@ class CallChunks:
             self._prefix = f"{root}/call_genotype/"
             self._separator = meta.dimension_separator
             self._compressor = meta.compressor
-            self._fill_value = meta.fill_value
 
     def ranges(self, axis: int) -> list[tuple[int, int]]:
         return _ranges(self.shape[axis], self.chunks[axis])
@@ -79,13 +81,12 @@ class CallChunks:
         try:
             raw = self._fs.cat_file(self._prefix + key)
         except FileNotFoundError:
-            raw = None
+            # The array has no fill value (as VCF Zarr writers leave it), and a
+            # finished store has every chunk: a missing one means no calls.
+            raise ValueError(f"call_genotype chunk {key} is missing: the genotype store is incomplete") from None
         if buffer is None:
             buffer = np.empty(self.chunks, dtype=np.int8)
-        if raw is None:  # a chunk never written holds the fill value
-            buffer[...] = self._fill_value
-        else:
-            self._compressor.decode(raw, out=buffer)
+        self._compressor.decode(raw, out=buffer)
         return buffer.reshape(self.chunks)[: v1 - v0, : s1 - s0]
 
 

@@ -72,9 +72,9 @@ from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 
-from . import seeds
+from . import bundle, seeds, streams
+from .paths import SCHEMA_DIR
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 ORACLE_SCHEMA = SCHEMA_DIR / "oracle.schema.json"
 EXPERIMENT_SCHEMA = SCHEMA_DIR / "experiment.schema.json"
 
@@ -155,6 +155,11 @@ class OracleSpec:
 
     @classmethod
     def from_dict(cls, data: Any) -> "OracleSpec":
+        if isinstance(data, dict) and "format_version" in data:
+            try:
+                bundle.check_format_version(data["format_version"], bundle.ORACLE, bundle.SEALED)
+            except bundle.UnknownFormat as exc:
+                raise OracleError(str(exc)) from None
         _validate_schema(data)
         proteins = tuple(data["proteins"])
         index = {p: i for i, p in enumerate(proteins)}
@@ -206,7 +211,7 @@ def _load_schema(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise OracleError(f"{path}: JSON Schema missing; the oracle needs the repository's schemas/ folder") from None
+        raise OracleError(f"{path}: JSON Schema missing; the oracle needs the package's schemas/ folder") from None
 
 
 def _validate_schema(data: Any) -> None:
@@ -223,12 +228,17 @@ def _validate_schema(data: Any) -> None:
 
 
 def load_oracle(sealed_dir: Union[str, os.PathLike]) -> OracleSpec:
-    """Read and validate ``<sealed_dir>/oracle.json``."""
-    path = Path(sealed_dir) / "oracle.json"
+    """Read and validate ``<sealed_dir>/oracle.json`` (and the sealed manifest's format
+    version, when the folder has a manifest: the oracle also runs on hand-made folders)."""
+    path = bundle.sealed_path(sealed_dir, bundle.ORACLE)
+    try:
+        bundle.check_sealed(sealed_dir, require_manifest=False)
+    except bundle.BundleError as exc:
+        raise OracleError(str(exc)) from None
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise OracleError(f"{path}: not found; --sealed must be a world's sealed/ folder") from None
+        raise OracleError(f"{path}: not found; --sealed must be a world's {bundle.SEALED}/ folder") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -283,7 +293,7 @@ def _round4(x: float) -> float:
 def _cohort_means(spec: OracleSpec, kind: str, protein: str, realism: bool) -> tuple[dict, dict, np.random.Generator]:
     q = spec.index[protein]
     n = spec.n[kind]
-    g = seeds.stream(spec.key, f"oracle/{kind}", q)
+    g = seeds.stream(spec.key, streams.ORACLE_ASSAY.format(kind=kind), q)
     r = spec.latent_residual_sd * g.standard_normal(n)
     e = spec.morphology_residual_sd * g.standard_normal(n)
     z = g.standard_normal(n)
@@ -311,7 +321,7 @@ def _cohort_means(spec: OracleSpec, kind: str, protein: str, realism: bool) -> t
     b_ctrl, b_int = (z, np.full(n, CLAMP)) if protein == spec.surrogate else (zero, zero)
     L_ctrl, L_int = latent(None), latent(CLAMP)
     if realism:
-        off = OFF_TARGET_SD * seeds.stream(spec.key, "oracle/off_target", q).standard_normal()
+        off = OFF_TARGET_SD * seeds.stream(spec.key, streams.ORACLE_OFF_TARGET, q).standard_normal()
         L_int = L_int + off
     return _readouts(L_ctrl, b_ctrl, e), _readouts(L_int, b_int, e), g
 
@@ -340,7 +350,7 @@ def run_experiment(
         noise = g.standard_normal(len(READOUTS))
         delta = {k: _round4(delta[k] + (CELL_NOISE_REL * abs(delta[k]) + CELL_NOISE_FLOOR) * u) for k, u in zip(READOUTS, noise)}
     elif realism:
-        noise = seeds.stream(spec.key, "oracle/assay/knockdown", spec.index[protein]).standard_normal(len(READOUTS))
+        noise = seeds.stream(spec.key, streams.ORACLE_KNOCKDOWN_ASSAY, spec.index[protein]).standard_normal(len(READOUTS))
         delta = {
             k: _round4(delta[k] + (KNOCKDOWN_NOISE_REL * abs(delta[k]) + KNOCKDOWN_NOISE_FLOOR[k]) * u)
             for k, u in zip(READOUTS, noise)
@@ -429,6 +439,10 @@ class Ledger:
             {"turn": turn, "kind": payload["action"], "protein": payload["protein"], "status": "refused", "cost": 0, "reason": reason}
         )
         return payload
+
+    def refuse_malformed(self, turn: Any, reason: str) -> None:
+        """Record a request refused at intake (unparseable, oversize, wrong types): it never reached the oracle."""
+        self._append({"turn": turn, "kind": None, "protein": None, "status": "refused", "cost": 0, "reason": reason})
 
     def request(self, kind: Any, protein: Any, turn: Any) -> dict:
         """Charge for and run one experiment, or refuse it; never raises for a bad request."""

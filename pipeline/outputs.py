@@ -13,6 +13,7 @@ import io
 import json
 import os
 import posixpath
+from typing import Any
 
 import fsspec
 
@@ -69,7 +70,7 @@ class Output:
     def write_text(self, path: str, text: str) -> None:
         self.write_bytes(path, text.encode("utf-8"))
 
-    def write_json(self, path: str, obj) -> None:
+    def write_json(self, path: str, obj: Any) -> None:
         self.write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
     def read_bytes(self, path: str) -> bytes:

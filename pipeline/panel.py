@@ -2,8 +2,11 @@
 
     python -m pipeline.panel panel=paper-v1 [scale=tiny] [out=./worlds] [cluster=local|sync|address]
                              [cluster.address=tcp://host:8786] [seeds=<path or URL>] [jobs=4]
+                             [panel.worlds=[standard-01,null-01]]
 
-All worlds are validated before any compute (held-out worlds need ``seeds=``).
+A Hydra app (``conf/panel_config.yaml``; ``--help``, ``--cfg job`` and the other
+flags as for ``pipeline.build``).  All worlds are composed, validated and
+checked against the machine before any compute (held-out worlds need ``seeds=``).
 Their tasks share one scheduler: world builds are driven concurrently from
 ``jobs`` client threads, so the cluster interleaves every world's blocks, images
 and VCF chunks.  Progress is printed per world and stage; the final table says
@@ -17,52 +20,62 @@ import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
-import yaml
-
-from . import config
+from . import config, preflight
 from .build import build
-from .executor import log, make_executor
+from .graph.executor import log, make_executor
 from .manifest import MANIFEST
 from .outputs import Output
 
 PANEL_KEYS = ("panel", "jobs")
 
 
+@dataclass
+class Plan:
+    """A panel checked and ready to build."""
+
+    panel_id: str
+    worlds: list  # [config.Resolved]
+    jobs: int
+
+
 def panel_worlds(panel_id: str) -> list:
-    path = config.CONF_DIR / "panel" / f"{panel_id}.yaml"
-    if not path.exists():
-        raise config.ConfigError(f"panel: unknown panel {panel_id!r}; valid: {', '.join(config.group_options('panel'))}")
-    doc = yaml.safe_load(path.read_text()) or {}
-    worlds = doc.get("worlds") or []
-    if not worlds or not all(isinstance(w, str) for w in worlds):
-        raise config.ConfigError(f"panel: {path.name} has no list of world ids under 'worlds'")
-    return worlds
+    return config.validate_panel(config.compose([f"panel={panel_id}"], config_name="panel_config"))
 
 
-def parse_args(argv: list) -> tuple:
-    panel_id, jobs, rest = "paper-v1", 4, []
-    for a in argv:
-        key, sep, value = a.partition("=")
-        if key == "panel" and sep:
-            panel_id = value
-        elif key == "jobs" and sep:
-            try:
-                jobs = int(value)
-            except ValueError:
-                raise config.ConfigError(f"jobs: {value!r} is not an integer; valid: integer >= 1") from None
-            if jobs < 1:
-                raise config.ConfigError(f"jobs: {jobs} is out of range; valid: integer >= 1")
-        elif key.startswith("world"):
-            raise config.ConfigError(f"{key}: a panel build takes its worlds from the panel file; valid: panel=<id>, scale, out, cluster, release, seeds")
-        else:
-            rest.append(a)
-    return panel_id, jobs, rest
+def world_overrides(overrides: list) -> list:
+    """The overrides every world of the panel gets: all but the panel's own."""
+    rest = []
+    for ov, parsed in zip(overrides, config.parse_overrides(overrides)):
+        key = parsed.key_or_group
+        if key.split(".")[0] in PANEL_KEYS:
+            continue
+        if key.split(".")[0] == "world":
+            raise config.ConfigError(f"{key}: a panel build takes its worlds from the panel; valid: panel=<id> or "
+                                     "panel.worlds=[...], with scale, cluster, release, out, seeds")
+        rest.append(ov)
+    return rest
+
+
+def prepare(overrides: list) -> Plan:
+    """Compose the panel, then compose, validate and check every world before any compute."""
+    rest = world_overrides(overrides)
+    cfg = config.compose(overrides, config_name="panel_config")
+    worlds = config.validate_panel(cfg)
+    resolved = [config.load([f"world={w}", *rest]) for w in worlds]
+    jobs = int(cfg.jobs)
+    return Plan(str(cfg.panel.id), resolved, jobs)
+
+
+def check(plans: list) -> None:
+    for plan in plans:
+        preflight.check_all(plan.worlds, concurrent=min(plan.jobs, len(plan.worlds)))
 
 
 def resolve_panel(panel_id: str, overrides: list) -> list:
     """Compose and validate every world before any compute."""
-    return [config.load([f"world={w}", *overrides]) for w in panel_worlds(panel_id)]
+    return prepare([f"panel={panel_id}", *overrides]).worlds
 
 
 def status(resolved) -> dict:
@@ -75,11 +88,18 @@ def status(resolved) -> dict:
 
 
 def run(panel_id: str, overrides: list, jobs: int = 4, executor=None) -> list:
-    worlds = resolve_panel(panel_id, overrides)
+    plan = prepare([f"panel={panel_id}", f"jobs={jobs}", *overrides])
+    check([plan])
+    return execute(plan, executor)
+
+
+def execute(plan: Plan, executor=None) -> list:
+    """Build a checked panel; returns one row per world (see print_table)."""
+    panel_id, worlds, jobs = plan.panel_id, plan.worlds, plan.jobs
     cluster_cfg = worlds[0].cfg.cluster
     own = executor is None
     if own:
-        executor = make_executor(cluster_cfg)
+        executor = make_executor(cluster_cfg, announce=bool(cluster_cfg.progress))
     results = {}
     lock = threading.Lock()
     t0 = time.perf_counter()
@@ -87,7 +107,8 @@ def run(panel_id: str, overrides: list, jobs: int = 4, executor=None) -> list:
     def one(resolved):
         wid = resolved.cfg.world.id
         try:
-            summary = build(resolved, executor=executor, progress=bool(resolved.cfg.cluster.progress))
+            # live terminal lines would interleave between concurrent worlds: plain lines
+            summary = build(resolved, executor=executor, progress=bool(resolved.cfg.cluster.progress), live=False)
             with lock:
                 results[wid] = {"ok": True, **summary}
         except Exception as exc:  # a world's failure is reported in the table; the others go on
@@ -127,19 +148,23 @@ def print_table(rows: list, stream=sys.stdout) -> None:
         print(f"{r['world']:<22} {st:<11} {files:>6} {r['mb']:>9.1f} {secs:>8}  {r['error'] or ''}", file=stream)
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help") for a in argv):
-        print(__doc__)
-        return 0
-    try:
-        panel_id, jobs, overrides = parse_args(argv)
-        rows = run(panel_id, overrides, jobs)
-    except config.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+def _task(cfg) -> int:
+    """One panel from Hydra's composed config (the task function of the app)."""
+    from . import cli
+
+    plan = prepare(cli.task_overrides())
+    progress = bool(plan.worlds[0].cfg.cluster.progress)
+    executor = cli.SESSION.executor_for(plan.worlds[0].cfg.cluster, processes=True, announce=progress)
+    rows = execute(plan, executor)
     print_table(rows)
     return 0 if all(r["complete"] for r in rows) else 1
+
+
+def main(argv=None) -> int:
+    """``python -m pipeline.panel`` as a Hydra app (see ``pipeline.cli``)."""
+    from . import cli
+
+    return cli.run(cli.App("pipeline.panel", "panel_config", prepare, check, _task), argv)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ A world seed is a secret integer of at least 128 bits.  Every random draw of a
 build comes from a *named stream* keyed by ``(seed, stream name, block)`` where
 ``block`` is a fixed-size participant block (or 0 for world-level draws), so a
 value never depends on the scheduler, the worker count, the Dask chunking or the
-order in which tasks run.
+order in which tasks run.  Every name is registered once in :mod:`pipeline.streams`;
+an unregistered name is an error.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import hashlib
 import secrets
 
 import numpy as np
+
+from . import streams
 
 MIN_SEED_BITS = 128
 
@@ -27,9 +30,9 @@ def parse_seed(value, field: str = "world.seed") -> int:
     from the release by anyone holding the generator's code.
     """
     if value is None or (isinstance(value, str) and value.strip() == ""):
-        raise SeedError(f"{field}: no seed given; held-out worlds take theirs from a sealed seed file (seeds=<path>)")
+        raise SeedError(f"{field}: no seed given; valid: a seed, or for held-out worlds a sealed seed file (seeds=<path>)")
     if isinstance(value, bool):
-        raise SeedError(f"{field}: {value!r} is not a seed; give a hex string of at least 32 hex digits")
+        raise SeedError(f"{field}: {value!r} is not a seed; valid: a 0x-prefixed hex string of at least 32 hex digits")
     if isinstance(value, int):
         seed = value
     else:
@@ -37,10 +40,10 @@ def parse_seed(value, field: str = "world.seed") -> int:
         try:
             seed = int(text, 16) if text.startswith("0x") else int(text, 10)
         except ValueError:
-            raise SeedError(f"{field}: {value!r} is not an integer or 0x-prefixed hex seed") from None
+            raise SeedError(f"{field}: {value!r} is not a seed; valid: an integer or a 0x-prefixed hex string") from None
     if seed < 0 or seed.bit_length() < MIN_SEED_BITS - 8:
         raise SeedError(
-            f"{field}: seed has {max(seed.bit_length(), 0)} bits; at least {MIN_SEED_BITS} random bits are required "
+            f"{field}: seed has {max(seed.bit_length(), 0)} bits; valid: at least {MIN_SEED_BITS} random bits "
             f"(make one with: python -c 'import secrets; print(hex(secrets.randbits(128) | 1 << 127))')"
         )
     return seed
@@ -63,6 +66,8 @@ def _words(seed: int) -> list[int]:
 
 
 def seed_sequence(seed: int, name: str, block: int = 0) -> np.random.SeedSequence:
+    """The seed sequence of stream ``name`` (registered in :mod:`pipeline.streams`) in block ``block``."""
+    streams.check(name)
     return np.random.SeedSequence(entropy=_words(seed), spawn_key=(_name_id(name), int(block)))
 
 

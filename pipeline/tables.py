@@ -6,37 +6,33 @@ described in ``schemas/release_tables.json``.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
+from . import seeds, streams
+from .modalities import clinical, messy, phenotypes
+from .modalities.cohort import surrogate_values
 from .modalities.population import ASSESSMENT_START
 from .world import ANCESTRY_CODES, CENTRE_CODES
 
-MET_MINUTES_PER_HOUR = 240.0  # moderate activity at 4 METs: hours/week -> MET-minutes/week
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from .world import World
+    from .modalities.cohort import Cohort
 
-COVARIATE_FIELDS = [
-    ("p31_i0", "Sex", "0 = female, 1 = male"),
-    ("p21003_i0", "Age when attended assessment centre", "years"),
-    ("p21001_i0", "Body mass index (BMI)", "kg/m2"),
-    ("p20116_i0", "Smoking status", "0 = never, 1 = current; -3 = prefer not to answer"),
-    ("p22040_i0", "Summed MET minutes per week for all activity", "MET-minutes/week; -1 = do not know"),
-    ("p54_i0", "UK Biobank assessment centre", "centre code (11010 ... 11021)"),
-    ("p21000_i0", "Ethnic background (top-level group)", "1 White, 2 Mixed, 3 Asian or Asian British, 4 Black or Black British, 5 Chinese, 6 Other; -3 = prefer not to answer"),
-    ("p53_i0", "Date of attending assessment centre", "date (YYYY-MM-DD)"),
-    ("imaged", "Participant has baseline cardiac MRI in imaging/", "bool"),
-    ("visit2", "Participant attended the repeat assessment about five years later", "bool"),
-]
+MET_MINUTES_PER_HOUR = 240.0  # moderate activity at 4 METs: hours/week -> MET-minutes/week
 
 
 def _index(world) -> pd.Index:
     return pd.Index(world.subject_ids(), name="subject_id", dtype=object)
 
 
-def assessment_dates(world, pop) -> np.ndarray:
+def assessment_dates(world: World, pop: dict) -> np.ndarray:
     return ASSESSMENT_START + pop["assessment_day"].astype("timedelta64[D]")
 
 
-def covariates(world, cohort, sentinels: dict | None = None) -> pd.DataFrame:
+def covariates(world: World, cohort: Cohort, sentinels: dict | None = None) -> pd.DataFrame:
     pop = cohort.pop
     df = pd.DataFrame({
         "p31_i0": pop["sex"].astype(np.int8),
@@ -58,7 +54,7 @@ def covariates(world, cohort, sentinels: dict | None = None) -> pd.DataFrame:
     return df
 
 
-def covariates_visit2(world, cohort, v2: dict) -> pd.DataFrame:
+def covariates_visit2(world: World, cohort: Cohort, v2: dict) -> pd.DataFrame:
     rows = np.flatnonzero(cohort.visit2)
     pop = cohort.pop
     date = assessment_dates(world, pop)[rows] + np.round(cohort.visit2_years[rows] * 365.25).astype("timedelta64[D]")
@@ -75,7 +71,7 @@ def covariates_visit2(world, cohort, v2: dict) -> pd.DataFrame:
     }, index=pd.Index(world.subject_ids()[rows], name="subject_id", dtype=object))
 
 
-def wide(world, columns: dict, rows: np.ndarray | None = None) -> pd.DataFrame:
+def wide(world: World, columns: dict, rows: np.ndarray | None = None) -> pd.DataFrame:
     idx = world.subject_ids()
     if rows is not None:
         idx = idx[rows]
@@ -83,7 +79,7 @@ def wide(world, columns: dict, rows: np.ndarray | None = None) -> pd.DataFrame:
     return pd.DataFrame(columns, index=pd.Index(idx, name="subject_id", dtype=object))
 
 
-def mortality(world, cohort, deaths: dict, visit_date: np.ndarray) -> pd.DataFrame:
+def mortality(world: World, cohort: Cohort, deaths: dict, visit_date: np.ndarray) -> pd.DataFrame:
     died = deaths["died"]
     dod = visit_date + np.round(np.nan_to_num(deaths["t_death"]) * 365.25).astype("timedelta64[D]")
     dod = np.where(died, dod, np.datetime64("NaT"))
@@ -98,14 +94,14 @@ def mortality(world, cohort, deaths: dict, visit_date: np.ndarray) -> pd.DataFra
     }, index=_index(world))
 
 
-def long_table(world, rows: np.ndarray, columns: dict) -> pd.DataFrame:
+def long_table(world: World, rows: np.ndarray, columns: dict) -> pd.DataFrame:
     ids = world.subject_ids()
     data = {"subject_id": ids[rows]}
     data.update(columns)
     return pd.DataFrame(data)
 
 
-def targetability(world, rng) -> pd.DataFrame:
+def targetability(world: World, rng: np.random.Generator) -> pd.DataFrame:
     """Per-protein druggability attributes.  Drawn independently of every role (in
     protein-identifier order from its own stream), so no row reveals a role."""
     P = world.n_proteins
@@ -122,6 +118,31 @@ def targetability(world, rng) -> pd.DataFrame:
 
 
 def data_dictionary_tsv() -> str:
-    lines = ["field_id\tdescription\tcoding"]
-    lines += [f"{f}\t{d}\t{c}" for f, d, c in COVARIATE_FIELDS]
-    return "\n".join(lines) + "\n"
+    """``data_dictionary.tsv``: every released column (see :mod:`pipeline.data_dictionary`)."""
+    from .data_dictionary import render_tsv
+
+    return render_tsv()
+
+
+def clinical_tables(world: World, coh: Cohort, deaths: dict, v2cov: dict, visit_date: np.ndarray) -> dict:
+    """Every release table but the molecular ones: {name: DataFrame}."""
+    surrogate = surrogate_values(world, coh)
+    mace = clinical.mace(world, coh, deaths, surrogate)
+    dx = clinical.diagnoses(world, coh, deaths, mace, visit_date)
+    meds = clinical.medications(world, coh, dx, visit_date)
+    sentinels = messy.covariate_sentinels(world) if world.messy else None
+    out = {
+        "covariates": covariates(world, coh, sentinels),
+        "covariates_visit2": covariates_visit2(world, coh, v2cov),
+        "ecg_features": wide(world, phenotypes.ecg(world, coh)),
+        "coronary_ct": wide(world, phenotypes.coronary_ct(world, coh)),
+        "mortality": mortality(world, coh, deaths, visit_date),
+        "mace_events": long_table(world, mace["row"], {"event": mace["event"], "years_from_baseline": mace["years"]}),
+        "ehr_diagnoses": long_table(world, dx["row"], {"icd10": dx["icd10"], "date": dx["date"].astype("datetime64[s]")}),
+        "ehr_medications": long_table(world, meds["row"], {"atc": meds["atc"], "description": meds["description"]}),
+        "targetability": targetability(world, seeds.stream(world.seed, streams.TARGETABILITY)),
+    }
+    if world.messy:
+        for name in ("ecg_features", "coronary_ct"):
+            out[name] = messy.corrupt_table(world, name, out[name])
+    return out

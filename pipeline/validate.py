@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from .validation.core import WorldDir
+from .validation.core import WorldDir, format_console
 
 SECTIONS = ("calibration", "mechanisms", "imaging")
 
@@ -44,39 +44,28 @@ def run(world_dir: str, sections=SECTIONS) -> dict:
     }
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
 def print_table(report: dict, stream=sys.stdout) -> None:
-    rows = [("check", "measured", "target", "band", "ok")]
-    for c in report["checks"]:
-        lo, hi = c["lower"], c["upper"]
-        band = f"[{_fmt(lo)}, {_fmt(hi)}]" if (lo is not None or hi is not None) else "-"
-        ok = "skip" if c["skipped"] else ("PASS" if c["passed"] else "FAIL")
-        rows.append((f"{c['group']}: {c['name']}", _fmt(c["measured"]), _fmt(c["target"]), band, ok))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    for r in rows:
-        print("  ".join(s.ljust(w) for s, w in zip(r, widths)), file=stream)
-    print(f"{report['world_id']}: {report['n_checks']} checks, {report['n_failed']} failed", file=stream)
+    print(format_console(report), file=stream)
 
 
-def main(argv=None) -> int:
+def main(argv: list | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    from . import kinds
+
+    world_dir = next((a for a in argv if not a.startswith("-")), None)
+    kind = kinds.for_world(world_dir) if world_dir is not None else kinds.BIOBANK
+    if kind is not kinds.BIOBANK:  # another kind of world validates itself
+        return kind.validate_main(argv)
+    return biobank_main(argv)
+
+
+def biobank_main(argv: list) -> int:
+    """Validation of a biobank world."""
     ap = argparse.ArgumentParser(prog="python -m pipeline.validate", description=__doc__.splitlines()[0])
     ap.add_argument("world_dir")
     ap.add_argument("--out", default=None, help="folder for validation.json and validation.html")
     ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
     args = ap.parse_args(argv)
-    from .screening.episode import is_screening_world  # [world-kind seam: screening]
-
-    if is_screening_world(args.world_dir):
-        from .screening.validate import main as screening_main
-
-        return screening_main([args.world_dir])
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:

@@ -14,8 +14,9 @@ from typing import Optional
 
 import numpy as np
 
-from . import seeds
-from .config import BLOCK_SIZE, DECOY_MECHANISM, Resolved
+from . import ld, pathways, seeds
+from .loci import _linked_to, _loci, _loci_leaky
+from .config import BLOCK_SIZE, ConfigError, Resolved
 
 # GRCh38 autosome lengths: the variant map spreads over a human-sized genome so that
 # physical distances (and hence LD) are on a realistic scale.
@@ -35,7 +36,6 @@ LD_DECAY_BP = 110_000.0
 # Genomic spacing mixture: a fraction of gaps are short (clustered variants in LD),
 # the rest spread the remaining variants over the chromosome.
 CLUSTER_FRACTION, CLUSTER_GAP_BP = 0.6, 8_000.0
-PROTEIN_COVARIATES = dict(age=0.01, age_centre=55.0, sex=0.10, bmi=0.02, bmi_centre=27.0)
 TRANS_EFFECT = np.sqrt(0.01)
 PROTEIN_RESIDUAL = 0.8
 SMOKING_PREVALENCE = 0.12
@@ -47,6 +47,13 @@ ANCESTRY_BASE_P = np.array([0.86, 0.02, 0.05, 0.04, 0.01, 0.02])
 L_BMI, L_SMOKING, L_DIRECT, L_AGE = 0.15, 0.10, 0.12, 0.08
 # Late severity (S1.3): L_late = z[0.75 L + 0.35 sum w_late P].
 LATE_CARRY, LATE_DRIVERS = 0.75, 0.35
+# A co-regulated pair measures one abundance A with independent assay noise: of the
+# ordinary residual's variance (0.8^2) this share is A's, the rest each assay's own.
+COREGULATED_SHARED = 0.75
+# Molecules between visits: correlation of the shared factors, and of the assay and
+# biological residuals (the pathways' visit-2 carries are built from these).
+VISIT2_FACTOR_CARRY = 0.85
+VISIT2_RESID_CARRY = 0.60
 # Cardiac hazard (S1.4 T8 form) and an age-driven non-cardiac Gompertz hazard.
 CARDIAC_BASE, CARDIAC_L, CARDIAC_AGE, CARDIAC_SMOKING, CARDIAC_BMI = 0.006, 0.70, 0.45, 0.35, 0.15
 # Calibrated once against S1.1's age distribution so that non-cardiac deaths are
@@ -104,6 +111,7 @@ class World:
     transcript_master: np.ndarray
     transcript_loadings: np.ndarray  # [P, F] own loadings (mixed with the protein's by concordance)
     transcript_cov: np.ndarray  # [P, 3] own covariate coefficients (age, sex, bmi)
+    protein_cov: np.ndarray  # [P, 4] covariate coefficients (age - 55, sex, BMI - 27, smoking); pathways.py
     metabolite_cis: np.ndarray
     metabolite_h2: np.ndarray
     metabolite_loadings: np.ndarray
@@ -124,6 +132,10 @@ class World:
     t9_centre: Optional[int]
     site_fields: Optional[np.ndarray]  # T5 parameters per imaging site
     oracle_key: str = ""
+    leaks: frozenset = frozenset()  # world.test_leaks (test-only builds)
+    coregulated: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.int64))  # [K, 2] (anchor, member)
+    cis_placement: dict = field(default_factory=dict)  # how the cis loci filled the genome (sealed)
+    pathways: Optional[object] = None  # pathways.PathwayModel: who feeds and follows which latent process
     extras: dict = field(default_factory=dict)
 
     # -- identifiers ---------------------------------------------------------------
@@ -166,6 +178,16 @@ class World:
     def contig_starts(self) -> np.ndarray:
         """Index of the first variant of each contig, plus n_variants at the end."""
         return np.searchsorted(self.contig, np.arange(len(CONTIGS) + 1)).astype(np.int64)
+
+    def leaky(self, name: str) -> bool:
+        """Whether the test-only build restores the pre-issue-12 behaviour ``name``."""
+        return name in self.leaks
+
+    @property
+    def t4_coregulated(self) -> bool:
+        """The T4 pair measures one co-regulated abundance (SPEC T4 row)."""
+        r = self.roles
+        return r.t4_partner is not None and any(int(a) == r.t4_causal and int(m) == r.t4_partner for a, m in self.coregulated)
 
     def special_proteins(self) -> dict:
         """Proteins whose abundance does not follow the ordinary equation (role -> index)."""
@@ -229,12 +251,20 @@ def _genome(rng, n_variants, af_beta=(AF_A, AF_B), ld_decay_bp=LD_DECAY_BP):
     return contig, position, variant_id, bases[ref_i].astype(object), bases[alt_i].astype(object), af, rho, threshold
 
 
-def _near(position, contig, idx, window_bp):
-    """Variants within ``window_bp`` of any variant in ``idx`` (same contig)."""
-    mask = np.zeros(len(position), dtype=bool)
-    for i in idx:
-        mask |= (contig == contig[i]) & (np.abs(position - position[i]) <= window_bp)
-    return mask
+def _instrument_strengths(rng, w, P: int, a9_causal: Optional[int], leaks: frozenset) -> np.ndarray:
+    """h2 per protein from a two-component mixture: most proteins U(cis_h2), a common
+    weak component U(cis_h2_weak) that the A9 driver always draws from, so a weak
+    instrument marks nothing (SPEC table: cis instrument strength)."""
+    main = rng.uniform(*w.cis_h2, P)
+    if "weak_instrument" in leaks:  # test-only: the A9 driver alone on a fixed, weakest h2
+        if a9_causal is not None:
+            main[a9_causal] = w.bias_params.A9.driver_h2
+        return main
+    weak = rng.uniform(*w.cis_h2_weak, P)
+    is_weak = rng.random(P) < w.cis_h2_weak_fraction
+    if a9_causal is not None:
+        is_weak[a9_causal] = True
+    return np.where(is_weak, weak, main)
 
 
 def sample_world(resolved: Resolved) -> World:
@@ -300,49 +330,61 @@ def sample_world(resolved: Resolved) -> World:
     roles = Roles(drivers, weights, weights_late, delayed, decoys, t4_partner, t4_causal, a9_partner, a9_causal, surrogate, interaction)
 
     # ---- instruments ----------------------------------------------------------------
+    leaks = frozenset(str(x) for x in w.test_leaks)
     irng = seeds.stream(seed, "world/instruments")
     n_master = max(2, int(round(V / 800)))
-    all_idx = np.arange(V)
-    master_variants = np.sort(irng.choice(V, size=n_master, replace=False))
-    pool = np.setdiff1d(all_idx, master_variants)
-    # Every protein, role or not, draws its cis locus the same way (with replacement
-    # from the non-master variants), so shared loci and LD neighbourhoods occur as
-    # often around a role protein as around any other and mark nothing.  The only
-    # constraints: drivers do not share a locus with each other (their effects would
-    # be unidentifiable even with experiments), and in T4 worlds the partner takes
-    # its driver's variant.
-    protein_cis = irng.choice(pool, size=P, replace=True).astype(np.int64)
-    for k in range(1, len(drivers)):
-        while np.any(_near(position, contig, [int(protein_cis[d]) for d in drivers[:k]], 100_000)[protein_cis[drivers[k]]]):
-            protein_cis[drivers[k]] = int(irng.choice(pool))
-    if t4_partner is not None and w.bias_params.T4.shared:
-        protein_cis[t4_partner] = protein_cis[t4_causal]
-    direct_variant = int(irng.choice(pool))
-    ordinary_pool = pool
-    h_lo, h_hi = w.cis_h2
-    protein_h2 = irng.uniform(h_lo, h_hi, P)
-    if a9_causal is not None:
-        protein_h2[a9_causal] = w.bias_params.A9.driver_h2
+    poly_n = min(int(w.bias_params.hard.polygenic_variants), max(1, V // 4))
+    t4_shared = t4_partner is not None and bool(w.bias_params.T4.shared)
+    if "cis_sharing" in leaks:
+        master_variants, protein_cis, direct_variant, polygenic_variants, coregulated, placement = _loci_leaky(
+            irng, V, P, n_master, poly_n, drivers, position, contig, t4_causal, t4_partner if t4_shared else None)
+    else:
+        master_variants, protein_cis, direct_variant, polygenic_variants, coregulated, placement = _loci(
+            irng, V, P, n_master, poly_n, role_of, drivers, contig, position, af, 1000.0 * float(w.ld_decay_kb),
+            t4_causal, t4_partner if t4_shared else None, decoys.get("T7"))
+    # co-regulated pairs: the second member measures the anchor's abundance (T4 included
+    # unless the test-only build restores the separable pair)
+    if t4_shared and "t4_separable" not in leaks:
+        coregulated = np.vstack([coregulated, [[t4_causal, t4_partner]]]).astype(np.int64)
+    protein_h2 = _instrument_strengths(seeds.stream(seed, "world/instrument_strength"), w, P, a9_causal, leaks)
     has_trans = irng.random(P) < w.trans_fraction
     protein_master = np.where(has_trans, irng.choice(master_variants, size=P), -1).astype(np.int64)
-    poly_n = min(int(w.bias_params.hard.polygenic_variants), max(1, V // 4))
-    polygenic_variants = np.sort(irng.choice(ordinary_pool, size=min(poly_n, len(ordinary_pool)), replace=False))
+    for a, m in coregulated:
+        protein_h2[m] = protein_h2[a]
+        protein_master[m] = protein_master[a]
     polygenic_effects = irng.standard_normal(len(polygenic_variants))
+    l_moving = [int(protein_cis[d]) for d in drivers] + [direct_variant]
+    if "T7" in decoys:
+        l_moving.append(int(protein_cis[decoys["T7"]]))
 
     # ---- molecular structure --------------------------------------------------------
     mrng = seeds.stream(seed, "world/molecules")
     F = int(w.n_factors)
     protein_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
+    # heterogeneous covariate terms around the supplement's (pathways.py), own stream
+    protein_cov = pathways.COVARIATE_MEAN + pathways.COVARIATE_SD * seeds.stream(seed, "world/protein_covariates").standard_normal((P, 4))
+    for a, m in coregulated:
+        protein_loadings[m] = protein_loadings[a]
+        protein_cov[m] = protein_cov[a]
     c_lo, c_hi = w.concordance
     transcript_concordance = mrng.uniform(c_lo, c_hi, P)
-    transcript_cis = np.sqrt(mrng.uniform(h_lo, h_hi, P))
+    transcript_cis = np.sqrt(mrng.uniform(*w.cis_h2, P))
     transcript_master = np.where(mrng.random(P) < w.trans_fraction, mrng.choice(master_variants, size=P), -1).astype(np.int64)
     transcript_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
     transcript_cov = np.column_stack([
         mrng.normal(0.01, 0.005, P), mrng.normal(0.08, 0.04, P), mrng.normal(0.015, 0.01, P)
     ])
-    metabolite_cis = mrng.choice(ordinary_pool, size=M, replace=True)
+    # metabolites' instruments stay off the loci that move L (no unplanned instrument)
+    if "cis_sharing" in leaks:
+        metabolite_pool = np.setdiff1d(np.arange(V), master_variants)
+    else:
+        metabolite_pool = np.setdiff1d(np.arange(V), _linked_to(l_moving, contig, position, af, 1000.0 * float(w.ld_decay_kb)))
+    metabolite_cis = mrng.choice(metabolite_pool, size=M, replace=True)
     metabolite_h2 = mrng.uniform(0.01, 0.10, M)
+    for a, m in coregulated:
+        # two assays of one abundance: their transcripts are alike in distribution too
+        for arr in (transcript_concordance, transcript_cis, transcript_master, transcript_loadings, transcript_cov):
+            arr[m] = arr[a]
     metabolite_loadings = mrng.normal(0.0, 0.25, (M, F))
     metabolite_cov = np.column_stack([mrng.normal(0.01, 0.01, M), mrng.normal(0.1, 0.1, M), mrng.normal(0.03, 0.02, M)])
 
@@ -377,89 +419,40 @@ def sample_world(resolved: Resolved) -> World:
 
     site_fields = None
     if "T5" in biases:
-        from .imaging.render import sample_site_fields
+        from .imaging.site_fields import sample_site_fields
 
         site_fields = sample_site_fields(seeds.stream(seed, "world/T5"), C,
                                          amplitude=float(w.bias_params.T5.amplitude), n_terms=int(w.bias_params.T5.n_terms))
 
-    oracle_key = hex(int.from_bytes(seeds.seed_sequence(seed, "oracle_key").generate_state(4, dtype=np.uint32).tobytes(), "little"))
+    # 128 bits as 32 hex digits, leading zeros kept (hex() dropped them and the
+    # oracle then refused a key shorter than a seed, e.g. hard-03's)
+    oracle_key = "0x" + format(int.from_bytes(seeds.seed_sequence(seed, "oracle_key").generate_state(4, dtype=np.uint32).tobytes(), "little"), "032x")
 
-    return World(
+    world = World(
         id=str(w.id), seed=seed, archetype=str(w.archetype), hard=bool(w.hard), messy=bool(w.messy), biases=biases,
         n=int(s.participants), n_imaged=int(s.imaged), n_proteins=P, n_variants=V, n_metabolites=M, params=params,
         contig=contig, position=position, variant_id=variant_id, ref=ref, alt=alt, af=af, rho=rho, threshold=threshold,
         protein_cis=protein_cis, protein_h2=protein_h2, protein_master=protein_master, protein_loadings=protein_loadings,
         transcript_concordance=transcript_concordance, transcript_cis=transcript_cis, transcript_master=transcript_master,
-        transcript_loadings=transcript_loadings, transcript_cov=transcript_cov,
+        transcript_loadings=transcript_loadings, transcript_cov=transcript_cov, protein_cov=protein_cov,
         metabolite_cis=metabolite_cis, metabolite_h2=metabolite_h2, metabolite_loadings=metabolite_loadings, metabolite_cov=metabolite_cov,
         master_variants=master_variants, direct_variant=direct_variant,
         polygenic_variants=polygenic_variants, polygenic_effects=polygenic_effects, roles=roles,
         centre_p=centre_p, centre_age_shift=centre_age_shift, centre_bmi_shift=centre_bmi_shift,
         centre_smoking_logodds=centre_smoking_logodds, centre_ancestry_p=centre_ancestry_p,
         centre_selection=centre_selection, ancestry_selection=ancestry_selection, t9_centre=t9_centre,
-        site_fields=site_fields, oracle_key=oracle_key,
+        site_fields=site_fields, oracle_key=oracle_key, leaks=leaks, coregulated=np.asarray(coregulated, np.int64).reshape(-1, 2),
+        cis_placement=placement,
     )
+    bp = w.bias_params
+    # a pathway's own variant sits where no protein's cis locus or instrument that moves L reaches
+    decay = 1000.0 * float(w.ld_decay_kb)
+    taken = _linked_to(list(l_moving) + [int(v) for v in protein_cis] + [int(v) for v in master_variants], contig, position, af, decay)
+    # (first choice), or else at least on no protein's cis variant
+    direct_pool = (np.setdiff1d(np.arange(V), taken),
+                   np.setdiff1d(np.arange(V), np.union1d(_linked_to(l_moving, contig, position, af, decay), protein_cis)))
+    world.pathways = pathways.build(world, seeds.stream(seed, "world/pathways"), tuple(w.driver_weight),
+                                    float(bp.T1.bmi_loading), float(bp.T2.latent_loading), float(bp.A9.partner_latent),
+                                    VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, direct_pool)
+    return world
 
-
-# ------------------------------------------------------------------------- truth
-
-
-def direction_of(weight: float) -> str:
-    """`inhibit` when raising the protein raises L, `activate` when it lowers L."""
-    return "inhibit" if weight > 0 else "activate"
-
-
-def truth(world: World) -> dict:
-    r = world.roles
-    pid = world.protein_ids
-    drivers = [
-        {"protein": pid[p], "direction": direction_of(wl), "weight": round(float(wb), 6),
-         "weight_late": round(float(wl), 6), "delayed": bool(d)}
-        for p, wb, wl, d in zip(r.drivers, r.weights, r.weights_late, r.delayed)
-    ]
-    drivers.sort(key=lambda d: d["protein"])
-    decoys = [{"protein": pid[p], "bias": b, "mechanism": DECOY_MECHANISM[b]} for b, p in r.decoys.items()]
-    decoys.sort(key=lambda d: d["protein"])
-    pairs = []
-    if r.t4_partner is not None:
-        pairs.append({"kind": "T4", "causal": pid[r.t4_causal], "partner": pid[r.t4_partner],
-                      "variant": str(world.variant_id[world.protein_cis[r.t4_causal]])})
-    if r.a9_partner is not None:
-        pairs.append({"kind": "A9", "causal": pid[r.a9_causal], "partner": pid[r.a9_partner], "variant": None})
-    return {
-        "world_id": world.id,
-        "archetype": world.archetype,
-        "hard": world.hard,
-        "biases": list(world.biases),
-        "drivers": drivers,
-        "surrogate": pid[r.surrogate] if r.surrogate is not None else None,
-        "decoys": decoys,
-        "pairs": pairs,
-    }
-
-
-def oracle_spec(world: World, oracle_cfg: dict) -> dict:
-    r = world.roles
-    pid = world.protein_ids
-    inter = None
-    if r.interaction is not None:
-        a, b, coef = r.interaction
-        inter = {"a": pid[a], "b": pid[b], "coef": round(float(coef), 6)}
-    return {
-        "format_version": "1",
-        "world_id": world.id,
-        "oracle_key": world.oracle_key,
-        "hard": world.hard,
-        "latent_residual_sd": world.latent_residual,
-        "morphology_residual_sd": float(world.params["morphology_residual"]),
-        "saturation": float(world.params["bias_params"]["hard"]["saturation"]),
-        "interaction": inter,
-        "drivers": [{"protein": pid[p], "index": int(p), "weight": round(float(wb), 6), "weight_late": round(float(wl), 6)}
-                    for p, wb, wl in sorted(zip(r.drivers, r.weights, r.weights_late))],
-        "surrogate": ({"protein": pid[r.surrogate], "index": int(r.surrogate)} if r.surrogate is not None else None),
-        "proteins": pid,
-        "costs": {"cell_perturbation": 150000, "knockdown": 400000},
-        "n": {"cell_perturbation": 120, "knockdown": 800},
-        "paper_compat": bool(oracle_cfg.get("paper_compat", False)),
-        "realism": bool(oracle_cfg.get("realism", False)),
-    }

@@ -12,6 +12,11 @@ floor.  ``--compare`` adds side-by-side comparisons in the same run: our VCF wri
 image writer vs ``np.savez_compressed`` on the same arrays, ``load_genotypes()`` vs
 scikit-allel's ``read_vcf`` on the same file.  ``--scaling`` runs the build with one
 worker and then with ``--workers`` and reports the speed-up of the parallel stages.
+
+A world of another kind (``pipeline.kinds``; ``--world screening-01``) gets its own build
+with per-stage wall, task CPU and peak RSS, and its kind's comparison in the same run
+(screening: conformations per second beside a single-process RDKit ETKDG loop on the
+first ``--etkdg`` molecules of the same library).
 """
 from __future__ import annotations
 
@@ -33,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-from pipeline import config  # noqa: E402
+from pipeline import config, kinds  # noqa: E402
 from pipeline.build import build  # noqa: E402
-from pipeline.executor import make_executor  # noqa: E402
+from pipeline.graph.executor import make_executor  # noqa: E402
 
 # Table rows: (row name, task stages summed into it, client Progress stages whose wall is used)
 ROWS = [
@@ -219,7 +224,7 @@ def print_table(res: dict, floor: float, rows: list, out=sys.stdout) -> None:
 
 
 def _warm_worker(barrier) -> None:
-    from pipeline.stages import warm_up
+    from pipeline.graph.warmup import warm_up
 
     warm_up()
     barrier.wait()  # returns once every worker of the pool is warm
@@ -232,7 +237,8 @@ def timed(fn):
 
 
 def compare(res: dict, tmp: str) -> dict:
-    from pipeline.build import VCF_CHUNK, contigs
+    from pipeline.graph.steps import contigs
+    from pipeline.writers.release.vcf import DEFAULT_CHUNK_SIZE as VCF_CHUNK
     from pipeline.genotypes_io import load_genotypes, read_haplotype_blocks
     from pipeline.writers.release.vcf import write_vcf
 
@@ -353,8 +359,9 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--etkdg", type=int, default=200, help="screening worlds: molecules in the single-process RDKit ETKDG comparison")
     args = ap.parse_args()
-    if args.world.startswith("screening"):  # [world-kind seam: screening]
-        return screening_bench(args)
+    kind = kinds.for_config(config.compose([f"world={args.world}"]))
+    if kind is not kinds.BIOBANK:  # another kind of world (pipeline.kinds): its build, with its own comparison
+        return kind_bench(args, kind)
     tmp = args.out or tempfile.mkdtemp(prefix="dtw-bench-")
     os.makedirs(tmp, exist_ok=True)
     report = {"machine": {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2 ** 30, 1),
@@ -401,13 +408,10 @@ def main() -> int:
     return 0
 
 
-def screening_bench(args) -> int:
-    """A screening world on a fresh local cluster (kernels loaded on every worker first):
-    per-stage wall, task CPU, conformations per second, peak RSS of the process tree, and a
-    single-process RDKit ETKDG loop (ETKDGv3 + hydrogens, as a conformer generator would run)
-    on the first ``--etkdg`` molecules of the same library, in the same run."""
-    from pipeline.screening.stages import warm_up as screening_warm_up
-
+def kind_bench(args, kind) -> int:
+    """A world of another kind on a fresh local cluster (the kind's kernels loaded on every
+    worker first): per-stage wall, task CPU, peak RSS of the process tree, and the kind's
+    own comparison (KIND_COMPARISONS) in the same run."""
     tmp = args.out or tempfile.mkdtemp(prefix="dtw-bench-")
     os.makedirs(tmp, exist_ok=True)
     try:
@@ -415,8 +419,8 @@ def screening_bench(args) -> int:
         resolved = config.load([f"world={args.world}", f"scale={args.scale}", f"out={out}", "cluster=local",
                                 f"cluster.n_workers={args.workers}", "cluster.progress=false"])
         executor = make_executor(resolved.cfg.cluster)
-        executor.client.run(screening_warm_up)
-        screening_warm_up()
+        executor.warm_up(kind.warm_up)
+        kind.warm_up()  # the client runs parts of the build too
         try:
             with TreeSampler() as sampler:
                 cpu0 = sampler.cpu()
@@ -428,8 +432,7 @@ def screening_bench(args) -> int:
             executor.close()
         world_dir = os.path.join(out, resolved.cfg.world.id)
         nbytes = dir_bytes(world_dir)
-        n = summary["conformations"]
-        print(f"DrugTargetWorld bench: world={args.world} scale={args.scale} ({n:,} conformations) workers={args.workers} "
+        print(f"DrugTargetWorld bench: world={args.world} ({kind.name}) scale={args.scale} workers={args.workers} "
               f"on {os.cpu_count()} CPUs, {round(psutil.virtual_memory().total / 2 ** 30, 1)} GiB")
         print(f"{'stage':<28} {'wall s':>8}")
         for name, seconds in summary["stages"].items():
@@ -438,28 +441,12 @@ def screening_bench(args) -> int:
             print(f"  tasks: {name:<19} {w:>8.1f}  (summed over workers)")
         print(f"{'total (build wall)':<28} {wall:>8.1f}   CPU {cpu:.1f} s, {nbytes / 1e6:.1f} MB written")
         print(f"peak RSS (process tree): {sampler.peak / 2 ** 30:.2f} GiB")
-        ours = n / wall
-        from rdkit import Chem, RDLogger
-        from rdkit.Chem import AllChem
-        import pyarrow.parquet as pq
-
-        RDLogger.DisableLog("rdApp.*")
-        smiles = pq.read_table(os.path.join(world_dir, "release", "library.parquet"), columns=["smiles"]).slice(0, args.etkdg).column("smiles").to_pylist()
-        t1 = time.perf_counter()
-        embedded = 0
-        for i, smi in enumerate(smiles):
-            params = AllChem.ETKDGv3()
-            params.randomSeed = i
-            embedded += AllChem.EmbedMolecule(Chem.AddHs(Chem.MolFromSmiles(smi)), params) == 0
-        etkdg_s = time.perf_counter() - t1
-        etkdg = len(smiles) / etkdg_s
-        print(f"\nconformations/s: ours {ours:,.0f} (whole build, {args.workers} workers, docking and writing included); "
-              f"RDKit ETKDG single process {etkdg:,.1f} ({etkdg_s / len(smiles) * 1000:.1f} ms a molecule, {embedded}/{len(smiles)} embedded): "
-              f"{ours / etkdg:.1f}x")
-        report = {"world": args.world, "scale": args.scale, "conformations": n, "workers": args.workers,
+        report = {"world": args.world, "kind": kind.name, "scale": args.scale, "workers": args.workers,
                   "build_wall_s": wall, "build_cpu_s": cpu, "peak_rss_bytes": sampler.peak, "bytes_written": nbytes,
-                  "stages": summary["stages"], "task_seconds": {k: list(v) for k, v in summary["task_seconds"].items()},
-                  "conformations_per_s": ours, "etkdg_per_s": etkdg, "speedup_vs_etkdg": ours / etkdg}
+                  "stages": summary["stages"], "task_seconds": {k: list(v) for k, v in summary["task_seconds"].items()}}
+        comparison = KIND_COMPARISONS.get(kind.name)
+        if comparison is not None:
+            report.update(comparison(args, summary, wall, world_dir))
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=2, default=float))
         print("\nJSON:")
@@ -468,6 +455,39 @@ def screening_bench(args) -> int:
         if not args.keep and not args.out:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def etkdg_comparison(args, summary: dict, wall: float, world_dir: str) -> dict:
+    """Screening worlds: conformations per second of the whole build beside a single-process
+    RDKit ETKDG loop (ETKDGv3 + hydrogens, as a conformer generator would run) on the first
+    ``--etkdg`` molecules of the same library, in the same run."""
+    import pyarrow.parquet as pq
+    from rdkit import Chem, RDLogger
+    from rdkit.Chem import AllChem
+
+    from pipeline.screening.bundle import LIBRARY
+
+    n = summary["conformations"]
+    ours = n / wall
+    RDLogger.DisableLog("rdApp.*")
+    smiles = pq.read_table(os.path.join(world_dir, "release", LIBRARY), columns=["smiles"]).slice(0, args.etkdg)
+    smiles = smiles.column("smiles").to_pylist()
+    t1 = time.perf_counter()
+    embedded = 0
+    for i, smi in enumerate(smiles):
+        params = AllChem.ETKDGv3()
+        params.randomSeed = i
+        embedded += AllChem.EmbedMolecule(Chem.AddHs(Chem.MolFromSmiles(smi)), params) == 0
+    etkdg_s = time.perf_counter() - t1
+    etkdg = len(smiles) / etkdg_s
+    print(f"\nconformations/s: ours {ours:,.0f} ({n:,} conformations, whole build, {args.workers} workers, docking and "
+          f"writing included); RDKit ETKDG single process {etkdg:,.1f} ({etkdg_s / len(smiles) * 1000:.1f} ms a molecule, "
+          f"{embedded}/{len(smiles)} embedded): {ours / etkdg:.1f}x")
+    return {"conformations": n, "conformations_per_s": ours, "etkdg_per_s": etkdg, "speedup_vs_etkdg": ours / etkdg}
+
+
+#: kind name -> its comparison in the same run (pipeline.kinds; the biobank one is --compare).
+KIND_COMPARISONS = {"screening": etkdg_comparison}
 
 
 if __name__ == "__main__":

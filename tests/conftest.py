@@ -36,9 +36,8 @@ def have(tool: str) -> bool:
 
 
 def digest_tree(world_dir) -> dict:
-    """SHA-256 of every release and sealed file (manifests without their timestamp)."""
+    """SHA-256 of every release and sealed file, manifests included."""
     import hashlib
-    import json
 
     out = {}
     for bundle in ("release", "sealed"):
@@ -46,10 +45,16 @@ def digest_tree(world_dir) -> dict:
             for f in files:
                 path = os.path.join(root, f)
                 with open(path, "rb") as fh:
-                    data = fh.read()
-                if f == "MANIFEST.json":
-                    doc = json.loads(data)
-                    doc.pop("created")
-                    data = json.dumps(doc, sort_keys=True).encode()
-                out[os.path.relpath(path, str(world_dir))] = hashlib.sha256(data).hexdigest()
+                    out[os.path.relpath(path, str(world_dir))] = hashlib.sha256(fh.read()).hexdigest()
     return out
+
+
+def pytest_sessionstart(session):
+    """With DTW_REQUIRE_ISOLATION=1 (set by .ci/run) a machine where the agent sandbox
+    cannot isolate fails the run at once instead of skipping the isolation tests."""
+    if os.environ.get("DTW_REQUIRE_ISOLATION") == "1":
+        from pipeline.harness import isolation_status
+
+        ok, reason = isolation_status()
+        if not ok:
+            pytest.exit(f"DTW_REQUIRE_ISOLATION=1 but the agent sandbox cannot isolate here: {reason}", returncode=3)

@@ -128,7 +128,8 @@ def test_openai_adapter_plays_an_episode_against_a_local_stub(tiny_world_noimagi
     with StubChatServer([LOOK, "Thinking out loud, no code this time.", FINISH]) as server:
         agent = OpenAIChatAgent(base_url=server.base_url, model="stub-model", api_key_env="STUB_KEY",
                                 temperature=0.2, seed=7)
-        result = run_episode(tiny_world_noimaging, agent, budget=450_000, out=tmp_path / "chat", timeout=60)
+        result = run_episode(tiny_world_noimaging, agent, budget=450_000, out=tmp_path / "chat", timeout=60,
+                             isolation="auto")
     assert result["episode"]["exit_reason"] == "submitted" and result["episode"]["turns_used"] == 3
     assert server.paths == ["/v1/chat/completions"] * 3
     first, second, third = server.requests
@@ -150,7 +151,7 @@ def test_openai_adapter_sends_no_key_when_none_is_set(tiny_world_noimaging, tmp_
     monkeypatch.delenv("STUB_KEY", raising=False)
     with StubChatServer([FINISH]) as server:
         agent = OpenAIChatAgent(base_url=server.base_url, model="m", api_key_env="STUB_KEY", temperature=None)
-        run_episode(tiny_world_noimaging, agent, budget=0, out=tmp_path / "nokey", timeout=60)
+        run_episode(tiny_world_noimaging, agent, budget=0, out=tmp_path / "nokey", timeout=60, isolation="auto")
     assert "Authorization" not in server.headers[0] and "temperature" not in server.requests[0]
 
 
@@ -159,7 +160,7 @@ def test_openai_transport_failure_ends_the_episode_and_scores_work(tiny_world_no
                  "pd.DataFrame({'subject_id': cov.index, 'phenotype': cov['qrs'].to_numpy()}).to_csv(OUT_CSV, index=False)\n```")
     with StubChatServer([phenotype, 500, 500]) as server:
         agent = OpenAIChatAgent(base_url=server.base_url, model="m", retries=1)
-        result = run_episode(tiny_world_noimaging, agent, budget=0, out=tmp_path / "fail", timeout=60)
+        result = run_episode(tiny_world_noimaging, agent, budget=0, out=tmp_path / "fail", timeout=60, isolation="auto")
     assert len(server.requests) == 3
     assert result["episode"]["exit_reason"] == "policy_error" and "HTTP 500" in result["episode"]["exit_detail"]
     assert result["phenotype_construction"] > 0 and components_add_up(result)
@@ -168,7 +169,7 @@ def test_openai_transport_failure_ends_the_episode_and_scores_work(tiny_world_no
 def test_openai_adapter_rejects_a_bad_response_and_bad_settings():
     with pytest.raises(ValueError, match="base_url"):
         OpenAIChatAgent(base_url="localhost:8000", model="m")
-    info = EpisodeInfo(world_id="w", budget=0, max_turns=3, timeout=10, costs={}, system_prompt="sys",
+    info = EpisodeInfo(episode_id="e", budget=0, max_turns=3, timeout=10, costs={}, system_prompt="sys",
                        opening="Begin.", paths={}, isolated=True, paper_compat=False)
     with StubChatServer([404]) as server:
         agent = OpenAIChatAgent(base_url=server.base_url, model="m", retries=3)
@@ -196,7 +197,7 @@ def test_cli_drives_the_openai_adapter(tiny_world_noimaging, tmp_path):
         done = subprocess.run(
             [sys.executable, "-m", "pipeline.episode", f"world_dir={tiny_world_noimaging}", "agent=openai_chat",
              "budget=0", f"out={tmp_path / 'cli-chat'}", f"agent.base_url={server.base_url}", "agent.model=stub",
-             "agent.temperature=0.5", "agent.api_key_env=NO_SUCH_VARIABLE"],
+             "agent.temperature=0.5", "agent.api_key_env=NO_SUCH_VARIABLE", "isolation=auto"],
             capture_output=True, text=True, cwd=REPO, timeout=300,
         )
     assert done.returncode == 0, done.stderr

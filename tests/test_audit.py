@@ -17,7 +17,7 @@ import yaml
 
 from conftest import build_world
 from pipeline import audit as A
-from pipeline.writers.release.parquet import table_bytes
+from pipeline.writers.parquet import table_bytes
 
 HELDOUT_SEEDS = {"heldout-hcm-02": "0xf3a1c2d4e5b60718293a4b5c6d7e8f90"}
 SALT = "audit-salt-1"

@@ -2,7 +2,9 @@
 analysts use, release/sealed separation and determinism across schedulers."""
 import json
 import os
+import shutil
 import subprocess
+import time
 
 import numpy as np
 import pandas as pd
@@ -40,7 +42,8 @@ def test_tables_keys_and_columns(tiny_world_noimaging):
     assert cov.index.name == "subject_id" and cov.index.is_unique
     assert cov.index[0] == "SUBJ_00000"
     dd = pd.read_csv(os.path.join(rel, "data_dictionary.tsv"), sep="\t")
-    assert list(dd.columns) == ["field_id", "description", "coding"] and set(dd.field_id) == set(cov.columns)
+    assert list(dd.columns[:3]) == ["field_id", "description", "coding"]
+    assert set(dd.field_id[dd.table == "covariates"]) == {"subject_id", *cov.columns}
     for name in WIDE:
         df = pd.read_parquet(os.path.join(rel, f"{name}.parquet"))
         assert df.index.name == "subject_id" and df.index.is_unique, name
@@ -78,7 +81,7 @@ def test_sealed_truth_schema_and_mask(tiny_world_noimaging):
 
     sealed = os.path.join(tiny_world_noimaging, "sealed")
     truth = json.load(open(os.path.join(sealed, "truth.json")))
-    schema = json.load(open(os.path.join(os.path.dirname(__file__), "..", "schemas", "truth.schema.json")))
+    schema = json.load(open(os.path.join(os.path.dirname(__file__), "..", "pipeline", "schemas", "truth.schema.json")))
     jsonschema.validate(truth, schema)
     assert set(truth) == {"world_id", "archetype", "hard", "biases", "drivers", "surrogate", "decoys", "pairs"}
     assert len(truth["drivers"]) == 4 and {p["kind"] for p in truth["pairs"]} == {"T4", "A9"}
@@ -135,9 +138,9 @@ def test_vcf_valid_for_bcftools_and_scikit_allel(tiny_world_noimaging):
     subprocess.run(["bgzip", "-t", vcf], check=True)
     body = subprocess.run(["bcftools", "view", "-H", vcf], check=True, capture_output=True, text=True).stdout
     n_var = len(body.splitlines())
-    assert n_var == 512
+    assert n_var == 1024
     stats = subprocess.run(["bcftools", "stats", vcf], check=True, capture_output=True, text=True).stdout
-    assert "number of records:\t512" in stats
+    assert "number of records:\t1024" in stats
     region = subprocess.run(["bcftools", "view", "-H", "-r", "2", vcf], check=True, capture_output=True, text=True).stdout
     assert region and all(line.split("\t")[0] == "2" for line in region.splitlines())
     cs = allel.read_vcf(vcf, fields=["calldata/GT", "samples", "variants/ID"])
@@ -178,17 +181,25 @@ def test_imaging_zarr_layout_and_paper_compat_follow_up(tmp_path):
 
     from pipeline.imaging.measure import measure_subjects
 
-    d = build_world(tmp_path / "z", world="heldout-hcm-01", extra=("release=zarr", "world.seed=0x" + "5a" * 16, "scale.imaged=600"))
+    seed = "world.seed=0x" + "5a" * 16
+    few = ("scale.imaged=40", "release.visit2_imaging=false")  # the layout comparison needs few subjects
+    d = build_world(tmp_path / "z", world="heldout-hcm-01", extra=("release=zarr", seed, *few))
     group = zarr.open_group(os.path.join(d, "release", "imaging.zarr"), mode="r")
     ids = [str(x) for x in np.asarray(group["subject_id"][:]).tolist()]
     cov = pd.read_parquet(os.path.join(d, "release", "covariates.parquet"))
     assert set(ids) == set(cov.index[cov.imaged]) and group["cine"].shape == (len(ids), 3, 25, 128, 128)
     assert group["cine"].dtype == np.uint8 and group["t1map"].dtype == np.float32
     assert not os.path.exists(os.path.join(d, "release", "imaging"))
-    npz = build_world(tmp_path / "n", world="heldout-hcm-01", extra=("world.seed=0x" + "5a" * 16, "scale.imaged=600"))
-    with np.load(os.path.join(npz, "release", "imaging", f"{ids[0]}.npz")) as z:
-        assert np.array_equal(z["cine"], group["cine"][0])
-    compat = build_world(tmp_path / "c", world="heldout-hcm-01", extra=("world.seed=0x" + "5a" * 16, "scale.imaged=600", "paper_compat=true"))
+    first_cine = np.asarray(group["cine"][0])
+    same = build_world(tmp_path / "s", world="heldout-hcm-01", extra=(seed, *few))
+    with np.load(os.path.join(same, "release", "imaging", f"{ids[0]}.npz")) as z:
+        assert np.array_equal(z["cine"], first_cine)
+    shutil.rmtree(tmp_path / "z")
+    shutil.rmtree(tmp_path / "s")
+    # visit 2 needs many imaged participants for the wall-thickness correlation
+    npz = build_world(tmp_path / "n", world="heldout-hcm-01", extra=(seed, "scale.imaged=600"))
+    shutil.rmtree(os.path.join(npz, "release", "imaging"))
+    compat = build_world(tmp_path / "c", world="heldout-hcm-01", extra=(seed, "scale.imaged=600", "paper_compat=true"))
     lat = pd.read_parquet(os.path.join(npz, "sealed", "latent.parquet"))
     walls = {}
     for name, root in (("own", npz), ("dcm", compat)):
@@ -198,5 +209,199 @@ def test_imaging_zarr_layout_and_paper_compat_follow_up(tmp_path):
         feats = measure_subjects(cine, t1)
         late = lat.loc[[f[:-4] for f in files], "latent_late"].to_numpy()
         walls[name] = np.corrcoef(feats["wall_thickness_px"], late)[0, 1]
+    shutil.rmtree(tmp_path)
     # HCM thickens the wall with disease (+0.55); DCM thins it (-0.28)
     assert walls["own"] > 0.2 and walls["dcm"] < walls["own"] - 0.3, walls
+
+
+# ----------------------------------------------------------------------------- reproducible manifests, build record
+
+
+def test_manifest_has_no_clock_time_unless_source_date_epoch(tiny_world_noimaging, monkeypatch):
+    """Two clean builds are compared file by file (manifests included) in the
+    determinism test; here: the manifest on disk is exactly what the manifest
+    builder gives without a clock, and SOURCE_DATE_EPOCH adds that time."""
+    from pipeline.manifest import MANIFEST, build_manifest
+    from pipeline.outputs import Output
+
+    out = Output(os.path.dirname(tiny_world_noimaging), os.path.basename(tiny_world_noimaging))
+    on_disk = json.load(open(os.path.join(out.release, MANIFEST)))
+    assert "created" not in on_disk
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    again = build_manifest(out, out.release, extra={"bundle": "release", "scale": "tiny"})
+    assert again == on_disk
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    dated = build_manifest(out, out.release, extra={"bundle": "release", "scale": "tiny"})
+    assert dated.pop("created") == "2023-11-14T22:13:20+00:00" and dated == on_disk
+
+
+def test_build_record_beside_the_bundle(tiny_world_noimaging):
+    import hashlib
+
+    import yaml
+
+    path = os.path.join(tiny_world_noimaging, "build-record.json")
+    text = open(path).read()
+    rec = json.loads(text)
+    for bundle in ("release", "sealed"):
+        for root, _, files in os.walk(os.path.join(tiny_world_noimaging, bundle)):
+            assert "build-record.json" not in files
+    manifest = open(os.path.join(tiny_world_noimaging, "release", "MANIFEST.json"), "rb").read()
+    assert rec["release_manifest_sha256"] == hashlib.sha256(manifest).hexdigest()
+    assert rec["world_id"] == "all-biases" and rec["scale"] == "tiny" and rec["cluster"]["workers"] == 1
+    assert rec["versions"]["numpy"] == np.__version__ and rec["versions"]["drugtargetworld"]
+    names = [s["name"] for s in rec["stages"]]
+    assert names[0] == "sample" and names[-1] == "manifest" and "molecules" in names
+    assert all(s["wall_s"] >= 0 and s["cpu_s"] >= 0 for s in rec["stages"])
+    assert sum(s["bytes"] for s in rec["stages"] if s["name"] != "manifest") >= rec["bytes"]
+    assert sum(s["tasks"] for s in rec["stages"]) > 0 and "molecules" in rec["task_stages"]
+    seed = yaml.safe_load(open(os.path.join(tiny_world_noimaging, "sealed", "world.yaml")))["world"]["seed"]
+    for needle in (seed.lower(), seed.lower()[2:], str(int(seed, 16))):
+        assert needle not in text.lower(), "the build record holds the seed"
+
+
+def test_config_digest_ignores_the_seed_and_where_it_runs():
+    from pipeline import config
+    from pipeline.buildrecord import config_digest
+
+    base = config_digest(config.load(["world=standard-01"]).cfg)
+    assert base == config_digest(config.load(["world=standard-01", "world.seed=0x" + "77" * 16, "cluster=sync",
+                                              "out=/elsewhere"]).cfg)
+    assert base != config_digest(config.load(["world=standard-01", "scale.imaged=200"]).cfg)
+
+
+# ----------------------------------------------------------------------------- progress and dashboard
+
+
+class _Stream:
+    def __init__(self, tty: bool):
+        self.tty, self.text = tty, []
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text.append(s)
+
+    def flush(self):
+        pass
+
+
+class _Done:
+    def done(self):
+        return True
+
+
+def test_progress_plain_lines_off_a_terminal_and_one_live_line_on_one():
+    from pipeline.graph.progress import Progress
+
+    import re
+
+    size = [0]
+    plain = _Stream(tty=False)
+    p = Progress("w", stream=plain, size_fn=lambda: size[0])
+    p.start("molecules")
+    for _ in range(3):
+        p.track(_Done())
+    size[0] = 3_000_000
+    p.start("vcf")
+    p.stop()
+    lines = "".join(plain.text).splitlines()
+    assert lines[0] == "[w] molecules ..." and "\r" not in "".join(plain.text)
+    assert re.fullmatch(r"\[w\] molecules done in \d+\.\ds: 3/3 tasks, 3\.0 MB written \([\d,.]+ MB/s\)", lines[1]), lines[1]
+    assert lines[2] == "[w] vcf ..." and re.fullmatch(r"\[w\] vcf done in \d+\.\ds", lines[3]), lines
+    assert p.records["molecules"]["tasks"] == 3 and p.records["molecules"]["bytes"] == 3_000_000
+    assert set(p.stages) == {"molecules", "vcf"}
+
+    tty = _Stream(tty=True)
+    p = Progress("w", stream=tty, size_fn=lambda: 0, interval=0.01)
+    p.start("imaging")
+    p.track(_Done())
+    time.sleep(0.1)
+    p.stop()
+    text = "".join(tty.text)
+    assert text.count("\n") == 1 and text.endswith("1/1 tasks\x1b[K\n") and text.count("\r") >= 2
+    assert "[w] imaging 0s: 1/1 tasks" in text  # the live line, rewritten in place
+
+
+def test_dashboard_link_is_printed_and_serves(capsys):
+    """bokeh imports with the pins, so distributed serves the dashboard."""
+    import urllib.request
+
+    import bokeh  # noqa: F401
+    from omegaconf import OmegaConf
+
+    from pipeline import config
+    from pipeline.graph.executor import make_executor
+
+    cfg = OmegaConf.structured(config.ClusterConfig(n_workers=1, dashboard_address="127.0.0.1:0"))
+    ex = make_executor(cfg, processes=False)
+    try:
+        err = capsys.readouterr().err
+        link = err.split("dashboard ")[1].split()[0]
+        assert link.startswith("http://127.0.0.1:") and link.endswith("/status"), err
+        with urllib.request.urlopen(link, timeout=30) as resp:
+            assert resp.status == 200 and b"Dask" in resp.read()
+    finally:
+        ex.close()
+
+
+# ----------------------------------------------------------------------------- the command line as a Hydra app
+
+
+def _cli(args, cwd, timeout=300, env=None):
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "pipeline.build", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["--help"], ["pipeline.build: build one world", "world: all-biases", "-m world=standard-01,standard-02"]),
+    (["--cfg", "job", "world=null-01", "scale=small"], ["id: null-01", "participants: 6000", "out: ./worlds"]),
+    (["--info", "defaults", "world=null-01"], ["world/null-01", "scale/tiny"]),
+    (["--shell-completion", "install=bash"], ["hydra_bash_completion"]),
+    (["--version"], ["Hydra 1.3"]),
+])
+def test_hydra_flags(args, expect, tmp_path, monkeypatch, capsys):
+    """In process (the real command is run by the next test and the wheel tests)."""
+    import logging
+
+    from pipeline.build import main
+
+    monkeypatch.chdir(tmp_path)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    assert main(args) == 0
+    assert (root.handlers, root.level) == (handlers, level), "the app left the caller's logging changed"
+    out = capsys.readouterr().out
+    for text in expect:
+        assert text in out, (text, out[:2000])
+    assert os.listdir(tmp_path) == [], "a Hydra flag wrote into the working folder"
+
+
+def test_help_and_completion_query_as_commands(tmp_path):
+    proc = _cli(["--help"], tmp_path)
+    assert proc.returncode == 0 and "Config groups" in proc.stdout, proc.stderr
+    env = dict(os.environ, COMP_LINE="dtw-build world=standard-0", COMP_POINT="26")
+    proc = _cli(["--shell-completion", "query=bash"], tmp_path, env=env)
+    assert proc.returncode == 0 and proc.stdout.split() == [f"world=standard-0{i}" for i in range(1, 6)], proc.stdout
+    assert os.listdir(tmp_path) == []
+
+
+def test_multirun_builds_each_world_on_one_cluster(tmp_path):
+    """-m world=a,b: one build per world in this process on one local cluster,
+    with nothing written to the working folder or beside the worlds."""
+    cwd, out = tmp_path / "cwd", tmp_path / "out"
+    cwd.mkdir()
+    small = ["scale.participants=400", "scale.imaged=80", "scale.proteins=60", "scale.variants=128", "release=noimaging"]
+    proc = _cli(["-m", "world=standard-02,null-01", *small, "cluster=local", "cluster.n_workers=1",
+                 "cluster.dashboard_address=127.0.0.1:0", f"out={out}"], cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("dask: local cluster of 1 worker") == 1, proc.stderr
+    assert sorted(os.listdir(out)) == ["null-01", "standard-02"]
+    for w in ("null-01", "standard-02"):
+        assert sorted(os.listdir(out / w)) == ["build-record.json", "release", "sealed"]
+        assert (out / w / "release" / "MANIFEST.json").exists()
+        assert f"built {w}: " in proc.stderr
+    assert os.listdir(cwd) == []

@@ -48,6 +48,10 @@ def truth_of(world: str) -> dict:
 def episode(world, agent, tmp_path, name="ep", **options):
     options.setdefault("budget", 0)
     options.setdefault("timeout", 60)
+    # These tests are about the turn protocol: they run isolated where bubblewrap works
+    # and fall back elsewhere (the isolation tests below and tests/test_adversarial.py
+    # check isolation itself).
+    options.setdefault("isolation", "auto")
     return run_episode(world, agent, out=tmp_path / name, **options)
 
 
@@ -115,7 +119,7 @@ def test_prelude_binds_names_and_reports_failures(tiny_world_noimaging, tmp_path
     agent = Replies(probe, py("raise ValueError('boom')"), py(SUBMIT_EMPTY))
     episode(tiny_world_noimaging, agent, tmp_path)
     ran, failed = agent.observations[1], agent.observations[2]
-    assert ran.status == "ran" and "Your code ran" in ran.text and "shape (1200, 512)" in ran.stdout
+    assert ran.status == "ran" and "Your code ran" in ran.text and "shape (1200, 1024)" in ran.stdout
     assert failed.status == "failed" and "Your code failed" in failed.text
     assert "ValueError: boom" in failed.stderr and "dtw_runtime" not in failed.stderr
 
@@ -318,10 +322,13 @@ def test_transcript_records_every_turn(tiny_world_noimaging, tmp_path):
 # ----------------------------------------------------------------------------- folders
 
 
-def test_default_episode_folder_sits_beside_the_world(tiny_world_noimaging):
-    world = Path(tiny_world_noimaging)
-    expected = world.parent / "episodes" / "all-biases" / "null-450000"
-    assert episode_mod.default_episode_dir(world, "null", 450_000) == expected
+def test_default_episode_folder_is_under_episodes_and_never_named_after_the_world(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = episode_mod.default_episode_dir("null", 450_000)
+    second = episode_mod.default_episode_dir("null", 450_000)
+    assert first.parent == (tmp_path / "episodes").resolve() and first != second
+    assert first.name.startswith("null-450000-")
+    assert episode_mod.default_episode_dir("x/../y", 0, root=tmp_path / "r").parent == tmp_path / "r"
 
 
 def test_episode_folder_safety(tiny_world_noimaging, tmp_path):
@@ -423,7 +430,7 @@ def test_adversarial_agent_cannot_reach_the_truth_the_ledger_or_the_network(tiny
         "latent": str(world / "sealed" / "latent.parquet"),
         "ledger": str(out / "ledger.jsonl"),
         "transcript": str(out / "transcript.json"),
-        "seeds": str(REPO / "conf" / "world" / "all-biases.yaml"),
+        "seeds": str(REPO / "pipeline" / "conf" / "world" / "all-biases.yaml"),
     }
     code = f"TARGETS = {json.dumps(targets)!r}\nPORT = {port}\n" + ADVERSARY
     agent = Replies(py(code), py(SUBMIT_EMPTY))
@@ -467,10 +474,10 @@ def test_without_isolation_the_episode_says_so(tiny_world_noimaging, tmp_path):
 
 
 def test_without_bubblewrap_auto_falls_back_and_require_refuses(tiny_world_noimaging, tmp_path, monkeypatch):
-    from pipeline.harness import SandboxUnavailable, sandbox
+    from pipeline.harness import SandboxUnavailable, bwrap
 
-    monkeypatch.setattr(sandbox, "BWRAP", str(tmp_path / "no-bwrap"))
-    monkeypatch.setattr(sandbox, "_probe_cache", {})
+    monkeypatch.setattr(bwrap, "BWRAP", str(tmp_path / "no-bwrap"))
+    monkeypatch.setattr(bwrap, "_probe_cache", {})
     with pytest.raises(SandboxUnavailable, match="not found"):
         episode(tiny_world_noimaging, Replies(py(SUBMIT_EMPTY)), tmp_path, name="req", isolation="require")
     result = episode(tiny_world_noimaging, Replies(py(SUBMIT_EMPTY)), tmp_path, name="auto")

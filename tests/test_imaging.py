@@ -14,8 +14,8 @@ from scipy import ndimage
 from kernels import mri as K
 from kernels.reference import mri as R
 from pipeline.imaging import measure as M
-from pipeline.imaging.render import (all_site_fields, example_traits, prepare_traits, render_subjects,
-                                     sample_site_fields, site_field, _table)
+from pipeline.imaging.render import all_site_fields, example_traits, prepare_traits, render_subjects, site_field, _table
+from pipeline.imaging.site_fields import sample_site_fields
 from pipeline.imaging.templates import (DEFAULT_TEMPLATE, CardiacTemplate, load_segmentation_template)
 from pipeline.imaging.writer import ImagingZarrWriter, write_npz, write_zarr_range
 
@@ -275,7 +275,9 @@ def test_write_npz_roundtrip_deterministic_and_small(tmp_path, cohort):
     path = tmp_path / "SUBJ_00000.npz"
     write_npz(path, cine[0], t1map[0])
     with np.load(path) as z:
-        assert sorted(z.files) == ["cine", "t1map"]
+        assert z.files == ["cine", "t1map", "pixel_spacing_mm", "slice_thickness_mm", "frame_interval_ms"]
+        assert z["pixel_spacing_mm"].tolist() == [1.0, 1.0] and z["slice_thickness_mm"].shape == ()
+        assert (float(z["slice_thickness_mm"]), float(z["frame_interval_ms"])) == (8.0, 40.0)
         assert np.array_equal(z["cine"], cine[0])
         assert np.array_equal(z["t1map"], t1map[0], equal_nan=True)
         assert z["t1map"].dtype == np.float32
@@ -319,5 +321,7 @@ def test_zarr_layout_written_from_two_processes(tmp_path, cohort):
     assert np.array_equal(group["cine"][:], cine[:6])
     assert np.array_equal(group["t1map"][:], t1map[:6], equal_nan=True)
     assert [str(s) for s in group["subject_id"][:].tolist()] == ids
+    assert group["cine"].attrs["pixel_spacing_mm"] == [1.0, 1.0] and group["cine"].attrs["frame_interval_ms"] == 40.0
+    assert group["t1map"].attrs["slice_thickness_mm"] == 8.0 and "frame_interval_ms" not in group["t1map"].attrs
     with pytest.raises(ValueError):
         ImagingZarrWriter.open(url).write(5, cine[:2], t1map[:2])

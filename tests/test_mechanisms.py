@@ -19,7 +19,7 @@ PRIMARY = {
     "T6": "T6: exercise loading on z(EDV)",
     "T6b": "T6: exercise loading on z(ESV)",
     "T7": "T7: decoy's instrument has a direct path to L",
-    "T8": "T8: surrogate loading on z(ESV)",
+    "T8": "T8: surrogate's imaging effect against disease",
     "T8b": "T8: cardiac log-hazard coefficient on P_T8",
     "T9": "T9: scale of the decoy at the unit-mixing site",
     "T9a": "T9: one site on another affine scale",

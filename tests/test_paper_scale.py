@@ -23,7 +23,7 @@ from pipeline.validate import run
 pytestmark = pytest.mark.slow
 
 ANALYST_EXPECTED = [
-    "drivers: cis-MR sign", "T1: marginal association vanishing", "T2: strong association with a null instrument",
+    "drivers: cis-MR sign", "T1: association removed by BMI adjustment", "T2: strong association with a null instrument",
     "T3: collider shift among the imaged", "T4: one variant moves both members",
     "T7: the instrument moves disease", "T8: surrogate raises cardiac deaths", "T8: surrogate gives better imaging",
     "T9: one site on another affine scale", "T9: the unit mix makes the decoy look associated",

@@ -24,3 +24,16 @@ def format_vcf_records(prefix_bytes, prefix_offsets, haplotypes):
 def vcf_record_ends(prefix_offsets, n_samples, ploidy):
     prefix_lengths = np.diff(np.asarray(prefix_offsets, dtype=np.int64))
     return np.cumsum(prefix_lengths + n_samples * 2 * ploidy + 1).astype(np.int64)
+
+
+def allele_counts(calls, n_samples):
+    """AC and AN per record from int8[k, v, S, p] sample-blocked calls, sample by sample."""
+    k, v, block, ploidy = calls.shape
+    ac = np.zeros(v, dtype=np.int32)
+    an = np.zeros(v, dtype=np.int32)
+    for r in range(v):
+        for j in range(n_samples):
+            for a in calls[j // block, r, j % block]:
+                ac[r] += int(a) == 1
+                an[r] += int(a) >= 0
+    return ac, an

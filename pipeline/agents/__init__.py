@@ -12,28 +12,41 @@ from __future__ import annotations
 
 import inspect
 
+from .analyst import AnalystAgent
 from .base import Agent, AgentSpec, EpisodeInfo, Observation, ScriptedAgent
 from .cis_mr import CisMRAgent
 from .correlation import CorrelationAgent
 from .mr_knockdown import MRKnockdownAgent
 from .null import NullAgent
 from .openai_chat import OpenAIChatAgent, TransportError
+from .tells import TellsAgent
 from .truth import TruthAgent
 
 REGISTRY = {
     spec.name: spec for spec in (
-        AgentSpec("null", NullAgent, description="claims nothing and submits at once"),
-        AgentSpec("truth", TruthAgent, privileged=True,
+        AgentSpec("null", NullAgent, reference=True, description="claims nothing and submits at once"),
+        AgentSpec("truth", TruthAgent, reference=True, privileged=True,
                   description="upper bound: plays the sealed truth (handed over harness-side)"),
-        AgentSpec("correlation", CorrelationAgent, description="non-omics phenotype, marginal protein screen"),
-        AgentSpec("cis_mr", CisMRAgent, description="lead-variant Wald-ratio MR with an instrument-strength filter"),
-        AgentSpec("mr_knockdown", MRKnockdownAgent, description="cis-MR, then experiments on what MR cannot settle"),
+        AgentSpec("correlation", CorrelationAgent, reference=True, description="non-omics phenotype, marginal protein screen"),
+        AgentSpec("cis_mr", CisMRAgent, reference=True, description="lead-variant Wald-ratio MR with an instrument-strength filter"),
+        AgentSpec("mr_knockdown", MRKnockdownAgent, reference=True, description="cis-MR, then experiments on what MR cannot settle"),
+        AgentSpec("analyst", AnalystAgent, reference=True,
+                  description="own MRI segmentation and multi-modality phenotype, MR with sensitivity checks, "
+                              "decoy mechanisms, experiments on what observation cannot settle"),
+        AgentSpec("tells", TellsAgent, reference=True,
+                  description="exploit: roles read off role-blind statistics only (benchmark validity)"),
         AgentSpec("openai_chat", OpenAIChatAgent, description="an OpenAI-compatible /chat/completions endpoint",
                   options={name: "" for name in inspect.signature(OpenAIChatAgent.__init__).parameters
                            if name != "self"}),
     )
 }
+# The scored reference set of the benchmark (tells is the project's own too, but an exploit probe).
 REFERENCE_AGENTS = ("null", "truth", "correlation", "cis_mr", "mr_knockdown")
+
+
+def is_project_agent(agent: Agent) -> bool:
+    """True only for an instance of one of the project's reference agent classes (not a subclass)."""
+    return any(type(agent) is spec.factory for spec in REGISTRY.values() if spec.reference)
 
 
 def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:
@@ -56,7 +69,7 @@ def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:
 
 
 __all__ = [
-    "Agent", "AgentSpec", "CisMRAgent", "CorrelationAgent", "EpisodeInfo", "MRKnockdownAgent", "NullAgent",
-    "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TransportError",
-    "TruthAgent", "create_agent",
+    "Agent", "AgentSpec", "AnalystAgent", "CisMRAgent", "CorrelationAgent", "EpisodeInfo", "MRKnockdownAgent",
+    "NullAgent", "Observation", "OpenAIChatAgent", "REFERENCE_AGENTS", "REGISTRY", "ScriptedAgent", "TellsAgent",
+    "TransportError", "TruthAgent", "create_agent", "is_project_agent",
 ]

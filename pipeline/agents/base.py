@@ -22,7 +22,7 @@ from typing import Optional
 class EpisodeInfo:
     """What every policy is told before the first turn."""
 
-    world_id: str
+    episode_id: str  # a random token: the world's own id is not the agent's to know
     budget: float
     max_turns: int
     timeout: float
@@ -136,5 +136,6 @@ class AgentSpec:
     name: str
     factory: object  # callable(**options) -> Agent
     privileged: bool = False  # receives the sealed folder as ``sealed_dir``
+    reference: bool = False  # the project's own code: may run with isolation="auto"
     description: str = ""
     options: dict = field(default_factory=dict)  # option name -> help text

@@ -16,14 +16,12 @@ that code.  It plays the claims the scorer rewards most:
 from __future__ import annotations
 
 import base64
-import json
 import math
 import zlib
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
+from .. import bundle
 from .base import EpisodeInfo, ScriptedAgent, literal
 
 MECHANISMS = {"T1": "confounding", "T2": "reverse_causation", "T3": "selection", "T7": "pleiotropy",
@@ -38,9 +36,8 @@ class TruthAgent(ScriptedAgent):
     name = "truth"
 
     def __init__(self, sealed_dir):
-        sealed = Path(sealed_dir)
-        self.truth = json.loads((sealed / "truth.json").read_text())
-        latent = pd.read_parquet(sealed / "latent.parquet")
+        self.truth = bundle.read_sealed(sealed_dir, bundle.TRUTH)
+        latent = bundle.read_sealed(sealed_dir, bundle.LATENT)
         if "subject_id" in latent.columns:
             latent = latent.set_index("subject_id")
         self.latent = latent["latent"].astype("float64")

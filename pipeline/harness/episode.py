@@ -28,18 +28,33 @@ every component and is recorded as such.
 
 Episode folder
 --------------
-::
+By default ``./episodes/<agent>-<budget>-<time>-<random>/`` under the current
+folder (never named after the world: the world's id is not the agent's to
+know, and a folder of worlds should hold only worlds)::
 
     <episode>/work/           WORK (the only folder the program can write)
     <episode>/ledger.jsonl    the budget ledger (the scorer's record of deliveries)
     <episode>/transcript.json every turn: reply, code, observation, timings, experiments
-    <episode>/score.json      the score and the episode summary
+    <episode>/score.json      the score and the episode summary (written on every exit path)
     <episode>/submissions/    each parseable submission version, by turn
-    <episode>/sandbox/        the prelude and the request channel while the episode runs
-                              (only these two subfolders are mounted; removed at the end)
 
-The ledger, the transcript and the sealed bundle are never mounted into the
-sandbox.
+While the episode runs, WORK lives in a neutral staging folder (``<episodes>/.sandboxes/dtw-<random>/``,
+beside a hard-link tree of the release, the prelude and the request channel,
+which are what the sandbox mounts) and ``<episode>/work`` links to it; at the
+end it moves into the episode folder and the staging folder is removed.  The
+ledger, the transcript and the sealed bundle are never mounted.
+
+Isolation
+---------
+``isolation="require"`` is the default for every agent whose code is not the
+project's own (``openai_chat``, any user agent); the project's reference
+agents default to ``"auto"``, which falls back to an unisolated subprocess
+when the sandbox cannot run here and says so in one line on stderr before the
+first turn and in the score JSON.  The prelude writes a readiness marker
+before the agent's code runs: if a program never reaches it and no earlier
+turn did, the sandbox itself is broken and the episode ends at once with
+``exit_reason`` "sandbox_failure" (an error exit of ``pipeline.episode``),
+not as an ordinary turn-limit episode.
 """
 from __future__ import annotations
 
@@ -47,24 +62,28 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
+import sys
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
+from .. import bundle
 from ..agents.base import Agent, EpisodeInfo, Observation
 from ..oracle import KINDS, Ledger, load_oracle
 from ..score import COMPONENT_KEYS, score_episode
 from . import prompt as prompt_mod
-from .sandbox import Sandbox
+from . import safejson
+from .limits import Limits
+from .sandbox import ISOLATION_MODES, Sandbox
+from .work import atomic_json, money, read_submission, safe_dir, safe_write, work_listing
 
 BUDGETS = (0, 450_000, 2_000_000)
 DEFAULT_TURNS = 30
 DEFAULT_TIMEOUT = 300.0
-LISTING_CAP = 200
-SUBMISSION_READ_CAP = 64 * 1024 * 1024
 EPISODE_MARKER = ".drugtargetworld-episode"
 TRANSCRIPT_FORMAT = "drugtargetworld-transcript/1"
 
@@ -103,101 +122,6 @@ def extract_code(reply: Any) -> tuple[Optional[str], str]:
     return None, "none"
 
 
-# ----------------------------------------------------------------------------- WORK helpers
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        return path.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError, ValueError):
-        return False
-
-
-def _safe_dir(work: Path, name: str) -> Path:
-    """WORK/<name> as a real folder: an agent may have replaced it with a link or a file."""
-    folder = work / name
-    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-        folder.unlink()
-    folder.mkdir(exist_ok=True)
-    return folder
-
-
-def _safe_write(folder: Path, name: str, data: bytes) -> Path:
-    """Create ``folder/name`` afresh, never writing through a link the agent planted."""
-    target = folder / name
-    if target.is_symlink() or target.exists():
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        else:
-            target.unlink()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    return target
-
-
-def _read_submission(work: Path) -> tuple[Optional[dict], Optional[bytes], str]:
-    """(parsed object, raw bytes, status) of WORK/submission.json."""
-    path = work / "submission.json"
-    if not path.exists() and not path.is_symlink():
-        return None, None, "absent"
-    if path.is_symlink() or not path.is_file() or not _inside(path, work):
-        return None, None, "not a regular file in WORK (ignored)"
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(SUBMISSION_READ_CAP + 1)
-    except OSError as error:
-        return None, None, f"unreadable ({type(error).__name__})"
-    if len(raw) > SUBMISSION_READ_CAP:
-        return None, None, f"larger than {SUBMISSION_READ_CAP // (1024 * 1024)} MB (ignored)"
-    try:
-        parsed = json.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as error:
-        return None, raw, f"not valid JSON ({type(error).__name__})"
-    if not isinstance(parsed, dict):
-        return None, raw, f"valid JSON but a {type(parsed).__name__}, not an object"
-    return parsed, raw, "parsed"
-
-
-def _listing(work: Path, cap: int = LISTING_CAP) -> list[str]:
-    entries: list[str] = []
-    total = 0
-    for root, dirs, files in os.walk(work, followlinks=False):
-        dirs.sort()
-        rel_root = Path(root).relative_to(work)
-        for name in sorted(files):
-            total += 1
-            if len(entries) >= cap:
-                continue
-            path = Path(root) / name
-            try:
-                size = path.lstat().st_size
-            except OSError:
-                size = 0
-            entries.append(f"{(rel_root / name).as_posix()} ({_size(size)})")
-    if total > cap:
-        entries.append(f"... and {total - cap} more files")
-    return entries
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
-def _money(value: float) -> str:
-    return f"${value:,.0f}"
-
-
-def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 # ----------------------------------------------------------------------------- folders
 
 
@@ -215,15 +139,32 @@ def world_paths(world_dir: os.PathLike | str) -> tuple[Path, Path, Path]:
 def world_id_of(world_dir: os.PathLike | str) -> str:
     world, _, sealed = world_paths(world_dir)
     try:
-        value = json.loads((sealed / "truth.json").read_text()).get("world_id")
+        value = bundle.read_sealed(sealed, bundle.TRUTH).get("world_id")
     except (OSError, ValueError, AttributeError):
         value = None
     return value if isinstance(value, str) and value else world.name
 
 
-def default_episode_dir(world_dir: os.PathLike | str, agent_name: str, budget: float) -> Path:
-    world = Path(world_dir).resolve()
-    return world.parent / "episodes" / world_id_of(world) / f"{agent_name}-{int(budget)}"
+EPISODES_ROOT = "episodes"
+
+
+def default_episode_dir(agent_name: str, budget: float, root: os.PathLike | str | None = None) -> Path:
+    """``<root>/<agent>-<budget>-<UTC time>-<random>``; ``root`` defaults to ./episodes.
+
+    The name says nothing of the world: the world id stays in the sealed
+    bundle and the episode's own records (transcript, score.json).
+    """
+    root = Path(root) if root is not None else Path.cwd() / EPISODES_ROOT
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", agent_name)[:40] or "agent"
+    return (root / f"{safe}-{int(budget)}-{stamp}-{secrets.token_hex(3)}").resolve()
+
+
+def default_isolation(agent: Agent) -> str:
+    """"auto" for the project's own reference agents, "require" for any other code."""
+    from ..agents import is_project_agent
+
+    return "auto" if is_project_agent(agent) else "require"
 
 
 def _prepare_episode_dir(out: Path, world: Path, overwrite: bool) -> None:
@@ -281,8 +222,10 @@ class Episode:
         max_turns: int = DEFAULT_TURNS,
         timeout: float = DEFAULT_TIMEOUT,
         paper_compat: bool = False,
-        isolation: str = "auto",
+        isolation: Optional[str] = None,
         overwrite: bool = False,
+        limits: Optional[Limits] = None,
+        progress: Optional[Callable[[str], None]] = None,
     ):
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget < 0:
             raise EpisodeError(f"budget={budget!r}: invalid; valid: dollars >= 0 (the benchmark uses {', '.join(map(str, BUDGETS))})")
@@ -290,8 +233,14 @@ class Episode:
             raise EpisodeError(f"turns={max_turns!r}: invalid; valid: an integer >= 1")
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
             raise EpisodeError(f"timeout={timeout!r}: invalid; valid: seconds > 0")
+        if isolation is None:
+            isolation = default_isolation(agent)
+        if isolation not in ISOLATION_MODES:
+            raise EpisodeError(f"isolation={isolation!r}: invalid; valid: {', '.join(ISOLATION_MODES)}")
         self.world, self.release, self.sealed = world_paths(world_dir)
         self.world_id = world_id_of(self.world)
+        self.episode_id = secrets.token_hex(6)
+        self.progress = progress
         self.agent = agent
         self.agent_name = agent_name or getattr(agent, "name", type(agent).__name__)
         self.budget = float(budget)
@@ -299,11 +248,8 @@ class Episode:
         self.timeout = float(timeout)
         self.paper_compat = bool(paper_compat)
         self.isolation = isolation
-        self.dir = Path(out).resolve() if out is not None else default_episode_dir(self.world, self.agent_name, budget)
+        self.dir = Path(out).resolve() if out is not None else default_episode_dir(self.agent_name, budget)
         _prepare_episode_dir(self.dir, self.world, overwrite)
-        self.work = self.dir / "work"
-        self.work.mkdir()
-        (self.work / "experiments").mkdir()
         self.ledger_path = self.dir / "ledger.jsonl"
         self.transcript_path = self.dir / "transcript.json"
         self.turns: list[dict] = []
@@ -312,15 +258,29 @@ class Episode:
         self.exit_reason: Optional[str] = None
         self.exit_detail: Optional[str] = None
         # Built here, not in run(): isolation="require" on a machine that cannot
-        # isolate is a refusal to start, not a crashed episode.
-        self.sandbox = Sandbox(
-            self.release, self.work, self.dir / "sandbox",
-            protected=[self.sealed, self.dir, self.world], isolation=isolation,
-        )
+        # isolate is a refusal to start, not a crashed episode.  WORK lives in the
+        # sandbox's neutral staging folder while the episode runs (mount sources show
+        # in /proc/self/mountinfo) and moves into the episode folder at the end.
+        try:
+            self.sandbox = Sandbox(
+                self.release, None, self.dir.parent / ".sandboxes",
+                protected=[self.sealed, self.dir, self.world], isolation=isolation,
+                limits=limits, timeout_hint=self.timeout,
+            )
+        except Exception:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+        self.work = self.sandbox.work
+        (self.work / "experiments").mkdir()
+        self.sandbox.own(self.work)
+        os.symlink(self.work, self.dir / "work")
+        self.ready_seen = False
         self.header: dict = {
             "format": TRANSCRIPT_FORMAT, "world_id": self.world_id, "world_dir": str(self.world),
             "agent": self.agent_name, "budget": self.budget, "max_turns": max_turns, "timeout": self.timeout,
-            "paper_compat": self.paper_compat, "isolation_mode": isolation,
+            "paper_compat": self.paper_compat, "isolation_mode": isolation, "episode_id": self.episode_id,
+            "limits": self.sandbox.limits.describe(), "limits_enforcement": self.sandbox.limits_reason,
+            "staging": self.sandbox.staging,
         }
 
     # -- setup
@@ -334,28 +294,34 @@ class Episode:
         system = prompt_mod.system_prompt(
             release_dir=self.release, budget=self.budget, costs=self.costs, max_turns=self.max_turns,
             timeout=self.timeout, paper_compat=self.paper_compat, isolated=self.sandbox.isolated,
+            limits=self.sandbox.limits.describe(),
         )
         opening = prompt_mod.opening_message(self.sandbox.agent_paths, isolated=self.sandbox.isolated,
                                              paper_compat=self.paper_compat)
         self.header.update(isolated=self.sandbox.isolated, isolation_reason=self.sandbox.reason,
                            costs=self.costs, system_prompt=system, opening=opening)
         return EpisodeInfo(
-            world_id=self.world_id, budget=self.budget, max_turns=self.max_turns, timeout=self.timeout,
+            episode_id=self.episode_id, budget=self.budget, max_turns=self.max_turns, timeout=self.timeout,
             costs=dict(self.costs), system_prompt=system, opening=opening, paths=dict(self.sandbox.agent_paths),
             isolated=self.sandbox.isolated, paper_compat=self.paper_compat,
         )
 
     # -- one turn's pieces
 
-    def _process_requests(self, requests: list, turn: int) -> tuple[list, list]:
+    def _process_requests(self, requests: list, turn: int, malformed: list = ()) -> tuple[list, list]:
         delivered, refused = [], []
         folder = None
+        for item in malformed:
+            self.ledger.refuse_malformed(turn, item["reason"])
+            refused.append({"kind": None, "protein": None, "reason": f"{item['reason']}: {item['excerpt']}"})
         for item in requests:
             payload = self.ledger.request(item.get("kind"), item.get("protein"), turn)
             if payload.get("status") == "ok":
-                folder = folder or _safe_dir(self.work, "experiments")
+                if folder is None:
+                    folder = safe_dir(self.work, "experiments")
+                    self.sandbox.own(folder)
                 name = f"{payload['protein']}.{payload['action']}.json"
-                _safe_write(folder, name, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+                safe_write(folder, name, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
                 delivered.append({"kind": payload["action"], "protein": payload["protein"],
                                   "cost": self.costs[payload["action"]], "path": f"experiments/{name}"})
             else:
@@ -364,7 +330,7 @@ class Episode:
         return delivered, refused
 
     def _track_submission(self, turn: int) -> str:
-        parsed, raw, status = _read_submission(self.work)
+        parsed, raw, status = read_submission(self.work)
         if parsed is None:
             if self.latest is not None and status != "absent":
                 return f"{status}; the version from turn {self.latest.turn} is the latest parseable one"
@@ -389,11 +355,15 @@ class Episode:
             parts.append("--- stderr ---\n" + run.stderr.rstrip("\n"))
         exp = []
         for d in delivered:
-            exp.append(f"delivered: {d['kind']} of {d['protein']} ({_money(d['cost'])} charged) -> WORK/{d['path']}")
+            exp.append(f"delivered: {d['kind']} of {d['protein']} ({money(d['cost'])} charged) -> WORK/{d['path']}")
         for r in refused:
-            exp.append(f"refused: {r['kind']} of {r['protein']}: {r['reason']}")
+            if r["kind"] is None:
+                exp.append(f"refused: {safejson.excerpt(r['reason'], 200)}")
+            else:
+                exp.append(f"refused: {safejson.excerpt(r['kind'])} of {safejson.excerpt(r['protein'])}: "
+                           f"{safejson.excerpt(r['reason'], 200)}")
         if dropped:
-            exp.append(f"ignored: {dropped} malformed or excess request(s) (at most 100 a turn)")
+            exp.append(f"ignored: {dropped} request(s) past the limit of 100 a turn")
         if exp:
             parts.append("--- experiments ---\n" + "\n".join(exp))
         parts.append("--- WORK ---\n" + ("\n".join(listing) if listing else "(empty)"))
@@ -406,14 +376,14 @@ class Episode:
             status = "submission.json: parsed (provisional: call submit() to make it final)."
         else:
             status = f"submission.json: {sub_status}."
-        parts.append(f"--- status ---\n{status}\nBudget remaining: {_money(self.ledger.remaining)}. Turns remaining: {left}.")
+        parts.append(f"--- status ---\n{status}\nBudget remaining: {money(self.ledger.remaining)}. Turns remaining: {left}.")
         return "\n".join(parts)
 
     def _save_transcript(self, extra: Optional[dict] = None) -> None:
         data = {**self.header, "turns": self.turns}
         if extra:
             data.update(extra)
-        _atomic_json(self.transcript_path, data)
+        atomic_json(self.transcript_path, data)
 
     # -- the loop
 
@@ -441,17 +411,31 @@ class Episode:
             record.update(reply=reply if isinstance(reply, str) else repr(reply), code=code, code_source=how)
             left = self.max_turns - turn
             if code is None:
-                text = f"Turn {turn} of {self.max_turns}. {prompt_mod.FORMAT_HINT}\nBudget remaining: {_money(self.ledger.remaining)}. Turns remaining: {left}."
+                text = f"Turn {turn} of {self.max_turns}. {prompt_mod.FORMAT_HINT}\nBudget remaining: {money(self.ledger.remaining)}. Turns remaining: {left}."
                 observation = Observation(turn=turn + 1, text=text, kind="no_code", turns_remaining=left,
                                           budget_remaining=self.ledger.remaining)
                 record.update(observation=text, timings={"policy_s": policy_s, "run_s": 0.0})
                 self.turns.append(record)
                 self._save_transcript()
+                self._report(f"turn {turn}/{self.max_turns}: no code in the reply")
                 continue
 
             run = self.sandbox.run(code, self.timeout)
             t1 = time.monotonic()
-            delivered, refused = self._process_requests(run.requests, turn)
+            if run.ready:
+                self.ready_seen = True
+            elif not self.ready_seen:
+                # The prelude never reached the agent's code: the sandbox (or the
+                # interpreter in it) is broken, which no reply can fix.
+                detail = (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1]
+                record.update(status="sandbox_failure", returncode=run.returncode, stderr=run.stderr[-4000:],
+                              timings={"policy_s": policy_s, "run_s": run.duration})
+                self.turns.append(record)
+                self._save_transcript()
+                self.exit_reason = "sandbox_failure"
+                self.exit_detail = f"the agent's program never started in the sandbox: {safejson.excerpt(detail, 300)}"
+                return
+            delivered, refused = self._process_requests(run.requests, turn, run.refused)
             submitted = run.submitted is not None
             if submitted:
                 raw = json.dumps(run.submitted, sort_keys=True).encode()
@@ -459,7 +443,7 @@ class Episode:
             sub_status = self._track_submission(turn)
             if run.submit_error:
                 sub_status += f" (submit() not accepted: {run.submit_error})"
-            listing = _listing(self.work)
+            listing = work_listing(self.work)
             status = "timeout" if run.timed_out else ("ran" if run.returncode == 0 else "failed")
             text = self._observation_text(turn, run, delivered, refused, run.requests_dropped, listing,
                                           sub_status, submitted)
@@ -479,6 +463,11 @@ class Episode:
             )
             self.turns.append(record)
             self._save_transcript()
+            self._report(f"turn {turn}/{self.max_turns}: {status} ({run.duration:.1f} s)"
+                         + (f", {len(delivered)} experiment(s) delivered" if delivered else "")
+                         + (f", {len(refused)} refused" if refused else "")
+                         + f"; spent {money(self.ledger.spent)} of {money(self.budget)}"
+                         + ("; submitted" if submitted else ""))
             if submitted:
                 self.exit_reason = "submitted"
                 return
@@ -492,7 +481,7 @@ class Episode:
 
     def _score(self) -> tuple[dict, str]:
         chosen = self.final or self.latest
-        current, _, _ = _read_submission(self.work)
+        current, _, _ = read_submission(self.work)
         if chosen is None or current == chosen.obj:
             return score_episode(self.sealed, self.work, self.ledger_path), "work"
         # WORK's submission.json is not the one the exit rule picks (changed after
@@ -510,24 +499,35 @@ class Episode:
         source = f"scored/ (submission from turn {chosen.turn} via {chosen.how}; WORK's phenotype.csv)"
         return score_episode(self.sealed, scored, self.ledger_path), source
 
+    def _report(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
+
     def run(self) -> dict:
         started = time.time()
         result: dict
+        if not self.sandbox.isolated:
+            # One line before the first turn: an unisolated episode must not pass unnoticed.
+            print(f"pipeline.harness: error: this episode is not isolated: {self.sandbox.reason}", file=sys.stderr)
         try:
             info = self._setup()
             self._save_transcript()
             self._loop(info)
             score, source = self._score()
             result = dict(score)
-            crash = None
+            if self.exit_reason == "sandbox_failure":
+                result["details"]["harness_error"] = self.exit_detail
         except Exception as error:
-            crash = f"{type(error).__name__}: {error}"
             self.exit_reason = "runner_crash"
             self.exit_detail = traceback.format_exc()
-            result = zero_score(crash)
+            result = zero_score(f"{type(error).__name__}: {error}")
             source = None
         finally:
-            self.sandbox.close()
+            try:
+                self.sandbox.close(keep_work=self.dir / "work")
+            except Exception as error:  # the score must still be written
+                self.exit_detail = (self.exit_detail or "") + f"\nstaging cleanup failed: {type(error).__name__}: {error}"
+            self.work = self.dir / "work"
         isolated, reason = bool(self.sandbox.isolated), self.sandbox.reason
         ledger = getattr(self, "ledger", None)
         summary = {
@@ -539,6 +539,7 @@ class Episode:
             "spent": ledger.spent if ledger else 0.0,
             "remaining": ledger.remaining if ledger else self.budget,
             "paper_compat": self.paper_compat,
+            "episode_id": self.episode_id,
             "episode_dir": str(self.dir), "transcript": str(self.transcript_path), "ledger": str(self.ledger_path),
             "wall_s": round(time.time() - started, 3),
         }
@@ -547,7 +548,7 @@ class Episode:
         result["episode"] = summary
         try:
             self._save_transcript({"exit": summary, "score": {k: v for k, v in result.items() if k != "episode"}})
-            _atomic_json(self.dir / "score.json", result)
+            atomic_json(self.dir / "score.json", result)
         except Exception as error:  # the score is still returned; the failure is reported in it
             result["episode"]["save_error"] = f"{type(error).__name__}: {error}"
         return result
@@ -557,6 +558,8 @@ def run_episode(world_dir, agent: Agent, *, budget: float, **options) -> dict:
     """Play one episode and return the score plus ``isolated``, ``isolation`` and ``episode`` (a summary).
 
     Options: agent_name, out, max_turns, timeout, paper_compat, isolation
-    ("auto" | "require" | "off"), overwrite.
+    ("auto" | "require" | "off"; default: "auto" for the project's reference
+    agents, "require" otherwise), overwrite, limits (a ``Limits``), progress
+    (a callable receiving one line per turn).
     """
     return Episode(world_dir, agent, budget=budget, **options).run()

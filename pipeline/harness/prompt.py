@@ -102,20 +102,23 @@ def system_prompt(
     paper_compat: bool = False,
     packages: Optional[list[str]] = None,
     isolated: bool = True,
+    limits: Optional[str] = None,
 ) -> str:
     packages = available_packages() if packages is None else packages
     extra = f" Also importable: {', '.join(packages)}." if packages else ""
     # Only an isolated program is really cut off from the network.
     offline = " There is no network access and no GPU." if isolated else " Work on CPU."
     cell, knock = _money(costs["cell_perturbation"]), _money(costs["knockdown"])
+    bounds = (f" Each program may use at most {limits}; a program that exceeds one is stopped (the observation "
+              "says which), the episode goes on." if limits else "")
 
     if paper_compat:
         task = ("A small number of proteins causally drive cardiac disease in this cohort. Other proteins look "
                 "associated with it through confounding, reverse causation, selection into the imaged sub-cohort, "
                 "pleiotropy, or a measurement artifact.")
-        finishing = (f"Writing WORK/submission.json ends the episode. An episode that reaches the turn limit without "
-                     f"one scores nothing, so write a submission as soon as you can defend it and overwrite it if your "
-                     f"evidence changes.")
+        finishing = ("Writing WORK/submission.json ends the episode. An episode that reaches the turn limit without "
+                     "one scores nothing, so write a submission as soon as you can defend it and overwrite it if your "
+                     "evidence changes.")
     else:
         task = ("Some proteins in this cohort may causally drive cardiac disease; it is also possible that none do. "
                 "Proteins can look associated with disease without causing it: through confounding, reverse "
@@ -132,7 +135,7 @@ def system_prompt(
     return f"""You are a research scientist analysing a population biobank of a cardiac disease, working entirely by writing Python.
 
 ## How a turn works
-Each turn, reply with one fenced Python code block (```python ... ```). The harness runs the last code block of your reply in a fresh Python process and shows you what it printed, its errors, your working folder and what is left of your budget and turns. Variables do not survive between turns; files you write in WORK do. You have {max_turns} turns, and each program may run for {timeout:g} seconds before it is stopped.
+Each turn, reply with one fenced Python code block (```python ... ```). The harness runs the last code block of your reply in a fresh Python process and shows you what it printed, its errors, your working folder and what is left of your budget and turns. Variables do not survive between turns; files you write in WORK do. You have {max_turns} turns, and each program may run for {timeout:g} seconds before it is stopped.{bounds}
 
 These names are already defined when your program starts; use them, not literal paths:
   RELEASE   the released data (read-only)
@@ -159,6 +162,7 @@ Build a participant-level measure of disease severity and write it to OUT_CSV wi
   cell_perturbation  {cell}  in vitro, read at baseline: a noisy read of the disease readouts, no survival information, and effects that build up over years do not show
   knockdown          {knock}  in vivo, followed for five years: a clean read of the disease readouts plus five-year survival
 Both lower the protein to about the cohort's 5th percentile and compare against untreated controls. The result, WORK/experiments/<protein>.<kind>.json, holds action, status, protein and delta: mean treated minus mean control for cavity_r (cavity radius), wall_t (wall thickness), ef (ejection fraction) and surv5y (five-year survival; null for a cell perturbation).
+These readouts are generic: the same fixed functions of disease severity in every world, not this cohort's disease-specific imaging, so read them as the direction and size of an effect on severity and survival (a larger cavity_r means more severe disease in every world).
 Your budget is {_money(budget)}. A request is charged after your program ends and its result appears when your next program starts. Requests you cannot afford, repeats of an experiment you already bought, and unknown kinds or proteins are refused at no cost. Observational genetics can point to a direction but misleads under pleiotropy and reverse causation, and for a marker that improves the measurements while harming the patient; an experiment settles such cases.
 
 ## Submission

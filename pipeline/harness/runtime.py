@@ -2,7 +2,8 @@
 
 The harness copies this file, unchanged, into a read-only folder of the
 sandbox beside ``dtw_genotypes.py`` (a copy of ``pipeline/genotypes_io.py``)
-and runs each turn's program as::
+and ``dtw_bundle.py`` (a copy of ``pipeline/bundle.py``, whose file names the
+genotype reader uses) and runs each turn's program as::
 
     python -I dtw_runtime.py program.py
 
@@ -27,12 +28,18 @@ import glob
 import gzip
 import json
 import os
+import site
 import subprocess
 import sys
 import traceback
 
-import numpy as np
-import pandas as pd
+# The harness's site folders (a user site, for one) which ``python -I`` would skip.
+for _site_dir in os.environ.get("DTW_SITE_DIRS", "").split(os.pathsep):
+    if _site_dir and _site_dir not in sys.path:
+        site.addsitedir(_site_dir)
+
+import numpy as np  # noqa: E402  (after the site folders)
+import pandas as pd  # noqa: E402
 
 # Read with defaults so that importing this file outside a sandbox (a module
 # crawler, a test) does not fail; the functions refuse to act without a channel.
@@ -119,6 +126,13 @@ def _namespace(program_path: str) -> dict:
     }
 
 
+def _mark_ready() -> None:
+    """Tell the harness the prelude worked: an episode where no turn gets here is a broken sandbox."""
+    if _CHANNEL:
+        with open(os.path.join(_CHANNEL, "ready"), "w", encoding="utf-8") as handle:
+            handle.write("ready\n")
+
+
 def _main(argv: list[str]) -> int:
     program_path = argv[1]
     # Agents may keep helper modules in WORK between turns and import them.
@@ -126,6 +140,7 @@ def _main(argv: list[str]) -> int:
     sys.argv = [program_path]
     with open(program_path, encoding="utf-8") as handle:
         source = handle.read()
+    _mark_ready()
     try:
         code = compile(source, program_path, "exec")
         exec(code, _namespace(program_path))

@@ -1,77 +1,72 @@
 """Running one turn's agent program in isolation (SPEC section 7).
 
-Each turn's program runs in a fresh ``python`` process.  Under bubblewrap
-(``/usr/bin/bwrap``, Debian's package) the process sees only
+Each turn's program runs in a fresh ``python`` process of the harness's own
+environment (the interpreter as invoked — a symlinked or ``--copies`` venv,
+conda, the system Python — never the base interpreter a venv's link points
+at).  Under bubblewrap (``/usr/bin/bwrap``, Debian's package) it sees only
 
 * read-only: the system folders the interpreter needs (``/usr`` and the
-  merged-usr links, a few files of ``/etc``) and the Python installation
-  (``sys.prefix``, ``sys.base_prefix``, ``sys.exec_prefix`` and the
-  site-packages folders);
-* ``/release`` (the world's release, read-only; ``/release/imaging`` is
-  IMAGING), ``/opt/dtw`` (the prelude, the genotype reader and the program,
-  read-only);
+  merged-usr links, a few files of ``/etc``) and the environment's own folders
+  (``sys.prefix``, ``sys.base_prefix``, the site-packages folders, each hop of
+  the interpreter's symlinks), with the project's own package, its config
+  (development seeds) and any other protected path inside them masked by an
+  empty folder;
+* ``/release`` (a per-episode tree of hard links to the world's release,
+  read-only; ``/release/imaging`` is IMAGING), ``/opt/dtw`` (the prelude, the
+  genotype reader and the program, read-only);
 * read-write: ``/work`` (WORK) and ``/run/dtw`` (the request channel);
-* a private ``/tmp``, ``/dev`` and ``/proc``;
+* a private ``/dev``, a read-only ``/proc``, size-limited ``/tmp`` and
+  ``/dev/shm``;
 
-with every namespace unshared (no network, no view of the harness's
-processes), all capabilities dropped, a cleared environment, a new terminal
-session, and death with its parent.  A folder that contains a protected path
-(the world's sealed bundle, the episode folder with its ledger and
-transcript, the repository's conf/ with the development seeds) is never bound.
+with every namespace unshared (no network, no view of the host's processes),
+a seccomp filter (``seccomp.py``), ``no_new_privs``, a cleared environment, a
+new terminal session, death with its parent, and the limits of ``limits.py``.
+Mount sources carry neutral per-episode names and bubblewrap reads its
+arguments from a file descriptor, so neither ``/proc/1/cmdline`` nor
+``/proc/self/mountinfo`` names the world or the episode folder.
 
-When bubblewrap is absent or cannot run here (user namespaces disabled, a
-container without the privileges), or when the Python installation could
-only be bound by exposing a protected path, the program runs as a plain
-subprocess and the sandbox says so (``isolated`` False with a ``reason``);
-``isolation="require"`` refuses instead.
+Who the program runs as: a harness running as root switches to an
+unprivileged host uid (``setpriv``) inside the sandbox, without a user
+namespace — with one, uid 0 inside would be uid 0 on the host, for which the
+kernel allows writes to ``/proc/sys``.  A harness running as a normal user
+runs bubblewrap in a user namespace and the program keeps that user's uid.
+
+Isolation modes: ``require`` refuses to run unisolated (the default for every
+agent whose code is not the project's own); ``auto`` falls back to a plain
+subprocess, with the limits but without isolation, and says so; ``off`` runs
+unisolated on purpose.
 """
-from __future__ import annotations
 
-import json
 import os
+import secrets
 import shutil
 import signal
-import site
 import subprocess
-import sys
-import sysconfig
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-BWRAP = "/usr/bin/bwrap"
-SANDBOX_RELEASE = "/release"
-SANDBOX_WORK = "/work"
-SANDBOX_LIB = "/opt/dtw"
-SANDBOX_CHANNEL = "/run/dtw"
+from . import bwrap, safejson
+from .bwrap import SandboxUnavailable, project_paths
+from .limits import CgroupJail, Limits, WorkWatch
+from .staging import link_tree, staging_root
+
 RUNTIME_NAME = "dtw_runtime.py"
 GENOTYPES_NAME = "dtw_genotypes.py"
+#: The bundle contract (pipeline/bundle.py), which the genotype reader takes its file names from.
+BUNDLE_NAME = "dtw_bundle.py"
 PROGRAM_NAME = "program.py"
+READY_NAME = "ready"
 OUTPUT_CAP = 32_000  # characters kept per stream and turn
 MAX_REQUESTS_PER_TURN = 100
-PROBE_TIMEOUT = 120.0
-
+MAX_REQUEST_LINE = 4096  # bytes of one request line
+MAX_ID_CHARS = 64  # kind and protein identifiers
+SUBMIT_CAP = 64 * 1024 * 1024
 ISOLATION_MODES = ("auto", "require", "off")
 
-# Only what the dynamic loader, libc's user lookup and Python's locale and
-# mimetypes handling read; the rest of /etc stays out of view.
-ETC_FILES = (
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group",
-    "/etc/nsswitch.conf", "/etc/localtime", "/etc/mime.types", "/etc/alternatives", "/etc/fonts",
-)
-MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-
 _HERE = Path(__file__).resolve().parent
-REPOSITORY = _HERE.parents[1]
-# The repository's config folder holds the development worlds' seeds, from
-# which the generator would rebuild every truth.
-REPOSITORY_CONF = REPOSITORY / "conf"
-
-
-class SandboxUnavailable(RuntimeError):
-    """isolation="require" was asked for but the program cannot be isolated here."""
 
 
 @dataclass
@@ -86,134 +81,16 @@ class RunResult:
     stdout_chars: int
     stderr_chars: int
     requests: list = field(default_factory=list)  # [{"kind", "protein"}] in request order
-    requests_dropped: int = 0  # malformed lines or lines past MAX_REQUESTS_PER_TURN
+    refused: list = field(default_factory=list)  # [{"reason", "excerpt"}] request lines refused at intake
+    requests_dropped: int = 0  # lines past MAX_REQUESTS_PER_TURN
     submitted: Optional[dict] = None  # the submission object handed to submit(), if any
     submit_error: Optional[str] = None
+    ready: bool = False  # the prelude reached the agent's code
+    limit_notes: list = field(default_factory=list)  # limits this run ran into
 
     @property
     def ok(self) -> bool:
         return not self.timed_out and self.returncode == 0
-
-
-# ----------------------------------------------------------------------------- bind planning
-
-
-def _contains(folder: Path, path: Path) -> bool:
-    try:
-        return path == folder or path.is_relative_to(folder)
-    except ValueError:
-        return False
-
-
-def _python_dirs() -> list[Path]:
-    """The folders the interpreter and its packages live in."""
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, getattr(sys, "base_exec_prefix", sys.prefix)}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        try:
-            candidates.add(sysconfig.get_paths()[key])
-        except KeyError:
-            pass
-    try:
-        candidates.update(site.getsitepackages())
-    except AttributeError:  # some virtualenv versions lack it
-        pass
-    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
-    if user_site and os.path.isdir(user_site):
-        candidates.add(user_site)
-    candidates.add(str(Path(sys.executable).resolve().parent))
-    dirs = sorted({Path(c).resolve() for c in candidates if c and os.path.isdir(c)}, key=lambda p: len(p.parts))
-    out: list[Path] = []
-    for d in dirs:
-        if not any(_contains(kept, d) for kept in out):
-            out.append(d)
-    return out
-
-
-def _system_args() -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr"]
-    for top in MERGED_USR:
-        if os.path.islink(top):
-            args += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            args += ["--ro-bind", top, top]
-    for path in ETC_FILES:
-        args += ["--ro-bind-try", path, path]
-    return args
-
-
-@dataclass(frozen=True)
-class _Plan:
-    python_dirs: tuple
-    problem: Optional[str]
-
-
-def _plan(protected: Iterable[Path], extra_sources: Iterable[Path]) -> _Plan:
-    dirs = _python_dirs()
-    protected = [Path(p).resolve() for p in protected]
-    for source in [*dirs, Path("/usr"), *[Path(p).resolve() for p in extra_sources]]:
-        for p in protected:
-            if _contains(source, p):
-                return _Plan(tuple(dirs), f"binding {source} would expose the protected path {p}")
-    return _Plan(tuple(dirs), None)
-
-
-_probe_cache: dict = {}
-_probe_lock = threading.Lock()
-
-
-def _probe(python_dirs: tuple) -> Optional[str]:
-    """None when bubblewrap can run the interpreter with numpy, pandas and scipy; else why not."""
-    key = (BWRAP, python_dirs)
-    with _probe_lock:
-        if key in _probe_cache:
-            return _probe_cache[key]
-        if not os.path.exists(BWRAP):
-            reason = f"{BWRAP} not found (install Debian's bubblewrap package)"
-        else:
-            cmd = [BWRAP, *_common_args(python_dirs), "--", _python(), "-I", "-c",
-                   "import numpy, pandas, scipy, zarr, numcodecs; print('ok')"]
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT, env=_base_env())
-                if done.returncode == 0 and done.stdout.strip().endswith("ok"):
-                    reason = None
-                else:
-                    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-                    reason = f"bubblewrap probe failed (exit {done.returncode}): {' | '.join(tail) or 'no output'}"
-            except (OSError, subprocess.TimeoutExpired) as error:
-                reason = f"bubblewrap probe failed: {type(error).__name__}: {error}"
-        _probe_cache[key] = reason
-        return reason
-
-
-def _python() -> str:
-    return str(Path(sys.executable).resolve())
-
-
-def _common_args(python_dirs: Iterable[Path]) -> list[str]:
-    args = ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
-    if os.geteuid() == 0:
-        # As real root bubblewrap would otherwise keep the capabilities.
-        args += ["--cap-drop", "ALL"]
-    # The private /tmp first: a Python installation under /tmp is then bound on top of it
-    # rather than hidden by it.
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    args += _system_args()
-    for d in python_dirs:
-        if not _contains(Path("/usr"), d):
-            args += ["--ro-bind", str(d), str(d)]
-    return args
-
-
-def _base_env() -> dict:
-    path_dirs = [str(Path(_python()).parent), "/usr/local/bin", "/usr/bin", "/bin"]
-    return {
-        "PATH": os.pathsep.join(dict.fromkeys(path_dirs)),
-        "HOME": "/tmp",
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "MPLBACKEND": "Agg",
-    }
 
 
 # ----------------------------------------------------------------------------- output capture
@@ -288,96 +165,163 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 class Sandbox:
     """Runs programs for one episode: the release read-only, WORK writable.
 
-    ``protected`` paths must never become reachable (the world's sealed
-    folder, the episode folder); ``state_dir`` is where the sandbox keeps its
-    prelude and channel folders (it may sit inside the episode folder: only
-    its ``lib`` and ``channel`` subfolders are ever bound).
+    ``work`` is the host folder bound as WORK: keep it under a neutral name
+    (``Sandbox.work_dir()`` gives one in the staging folder when ``work`` is
+    None).  ``protected`` paths must never become reachable (the world's
+    sealed folder, the episode folder); the project's own package and config
+    are always protected.  ``state_dir`` is a neutral folder for the staging
+    tree (default: beside the worlds folder, or the system temp folder).
+    ``runtime`` is the text of the prelude run before each program (default: the
+    biobank harness's ``runtime.py``; another kind of world, ``pipeline.kinds``,
+    brings its own tools).
     """
 
     def __init__(
         self,
         release: os.PathLike | str,
-        work: os.PathLike | str,
-        state_dir: os.PathLike | str,
+        work: Optional[os.PathLike | str],
+        state_dir: Optional[os.PathLike | str] = None,
         *,
         protected: Iterable[os.PathLike | str] = (),
         isolation: str = "auto",
         output_cap: int = OUTPUT_CAP,
+        limits: Optional[Limits] = None,
+        timeout_hint: float = 300.0,
+        runtime: Optional[str] = None,
     ):
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation={isolation!r} is invalid; valid: {', '.join(ISOLATION_MODES)}")
-        self.release = Path(release).resolve()
-        self.work = Path(work).resolve()
-        self.state_dir = Path(state_dir).resolve()
-        self.lib = self.state_dir / "lib"
-        self.channel = self.state_dir / "channel"
+        self.source_release = Path(release).resolve()
         self.output_cap = output_cap
-        self.protected = [Path(p).resolve() for p in protected] + [REPOSITORY_CONF]
-        self.lib.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(_HERE / "runtime.py", self.lib / RUNTIME_NAME)
+        self.limits = (limits or Limits()).validate().resolved(timeout_hint)
+        self.protected = [Path(p).resolve() for p in protected] + project_paths()
+        self.state = staging_root(self.source_release, Path(state_dir) if state_dir else None) / f"dtw-{secrets.token_hex(8)}"
+        self.state.mkdir(mode=0o711)
+        self.lib = self.state / "lib"
+        self.channel = self.state / "channel"
+        self.lib.mkdir(mode=0o755)
+        if runtime is None:
+            shutil.copyfile(_HERE / "runtime.py", self.lib / RUNTIME_NAME)
+        else:  # another kind of world's prelude (pipeline.kinds), with its own tools
+            (self.lib / RUNTIME_NAME).write_text(runtime, encoding="utf-8")
         shutil.copyfile(_HERE.parent / "genotypes_io.py", self.lib / GENOTYPES_NAME)
+        shutil.copyfile(_HERE.parent / "bundle.py", self.lib / BUNDLE_NAME)
+        self.work = Path(work).resolve() if work is not None else self.state / "work"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.layout: Optional[bwrap.Layout] = None
+        self.jail: Optional[CgroupJail] = None
 
         self.isolated, self.reason = self._decide(isolation)
         if isolation == "require" and not self.isolated:
+            self.close()
             raise SandboxUnavailable(f"isolation=require but the program cannot be isolated: {self.reason}")
+        if self.isolated:
+            self.release = self.state / "release"
+            self.staging = link_tree(self.source_release, self.release)
+        else:
+            self.release = self.source_release
+            self.staging = "none (not isolated)"
+        self.own(self.work)
+        self.jail = CgroupJail(self.limits.memory, self.limits.processes)
+        self.limits_reason = self.jail.reason
+
+    # -- decisions
 
     def _decide(self, isolation: str) -> tuple[bool, str]:
         if isolation == "off":
             return False, "isolation=off was requested: agent code runs as a plain subprocess and can read any file the harness can"
-        plan = _plan(self.protected, [self.release, self.work, self.lib, self.channel])
-        if plan.problem:
-            return False, f"not isolated: {plan.problem}"
-        self._python_dirs = plan.python_dirs
-        problem = _probe(plan.python_dirs)
+        try:
+            layout, problem = bwrap.layout(self.protected)
+        except SandboxUnavailable as error:
+            layout, problem = None, str(error)
         if problem:
             return False, f"not isolated: {problem}; agent code runs as a plain subprocess and can read any file the harness can"
-        return True, "bubblewrap: release read-only, work writable, no network, sealed bundle and episode folder not mounted"
+        self.layout = layout
+        problem = bwrap.probe(layout, self.limits)
+        if problem:
+            self.layout = None
+            return False, f"not isolated: {problem}; agent code runs as a plain subprocess and can read any file the harness can"
+        who = f"unprivileged uid {layout.uid}" if layout.uid is not None else "the harness's own (non-root) uid in a user namespace"
+        filt = "seccomp filter" if layout.seccomp is not None else "no seccomp filter (no table for this machine)"
+        return True, (f"bubblewrap: release read-only, work writable, no network, sealed bundle and episode folder "
+                      f"not mounted; runs as {who}; {filt}")
+
+    def own(self, path: Path) -> None:
+        """Hand ``path`` (and what is in it) to the sandbox uid, so the program can write there."""
+        if self.layout is None or self.layout.uid is None:
+            return
+        uid = self.layout.uid
+        for root, dirs, files in os.walk(path):
+            for name in [*dirs, *files]:
+                try:
+                    os.lchown(os.path.join(root, name), uid, uid)
+                except OSError:
+                    pass
+        os.lchown(path, uid, uid)
 
     @property
     def agent_paths(self) -> dict:
         """RELEASE, IMAGING and WORK as the agent's program sees them."""
         if self.isolated:
-            return {"RELEASE": SANDBOX_RELEASE, "IMAGING": f"{SANDBOX_RELEASE}/imaging", "WORK": SANDBOX_WORK}
+            m = self.layout.mounts
+            return {"RELEASE": m["release"], "IMAGING": f"{m['release']}/imaging", "WORK": m["work"]}
         return {"RELEASE": str(self.release), "IMAGING": str(self.release / "imaging"), "WORK": str(self.work)}
 
-    def _command(self) -> tuple[list[str], dict]:
+    # -- one run
+
+    def _command(self) -> tuple[list[str], dict, Optional[bwrap.BwrapCall]]:
         paths = self.agent_paths
-        env = _base_env()
+        env = bwrap.base_env()
         if self.isolated:
+            m = self.layout.mounts
             env.update(DTW_RELEASE=paths["RELEASE"], DTW_IMAGING=paths["IMAGING"], DTW_WORK=paths["WORK"],
-                       DTW_CHANNEL=SANDBOX_CHANNEL)
-            cmd = [BWRAP, *_common_args(self._python_dirs)]
+                       DTW_CHANNEL=m["channel"])
+            args = bwrap.base_args(self.layout, self.limits)
             for key, value in env.items():
-                cmd += ["--setenv", key, value]
-            cmd += [
-                "--ro-bind", str(self.release), SANDBOX_RELEASE,
-                "--bind", str(self.work), SANDBOX_WORK,
-                "--ro-bind", str(self.lib), SANDBOX_LIB,
-                "--bind", str(self.channel), SANDBOX_CHANNEL,
-                "--chdir", SANDBOX_WORK,
-                "--", _python(), "-I", "-B", f"{SANDBOX_LIB}/{RUNTIME_NAME}", f"{SANDBOX_LIB}/{PROGRAM_NAME}",
+                args += ["--setenv", key, value]
+            made: set = set()
+            args += bwrap.parents_args([Path(v) for v in m.values()], made)
+            args += [
+                "--ro-bind", str(self.release), m["release"],
+                "--bind", str(self.work), m["work"],
+                "--ro-bind", str(self.lib), m["lib"],
+                "--bind", str(self.channel), m["channel"],
+                "--chdir", m["work"],
             ]
-            return cmd, _base_env()
+            command = [*bwrap.exec_chain(self.layout, self.limits), bwrap.python_executable(), "-I", "-B",
+                       f"{m['lib']}/{RUNTIME_NAME}", f"{m['lib']}/{PROGRAM_NAME}"]
+            bw = bwrap.BwrapCall(args, command, self.layout.seccomp)
+            return self.jail.wrap(bw.argv), bwrap.base_env(), bw
         env.update(DTW_RELEASE=paths["RELEASE"], DTW_IMAGING=paths["IMAGING"], DTW_WORK=paths["WORK"],
                    DTW_CHANNEL=str(self.channel))
-        return [_python(), "-I", "-B", str(self.lib / RUNTIME_NAME), str(self.lib / PROGRAM_NAME)], env
+        command = [*bwrap.exec_chain(None, self.limits), bwrap.python_executable(), "-I", "-B",
+                   str(self.lib / RUNTIME_NAME), str(self.lib / PROGRAM_NAME)]
+        return self.jail.wrap(command), env, None
 
     def run(self, code: str, timeout: float) -> RunResult:
         """Run one program to completion or until ``timeout`` seconds, then kill its process tree."""
         if self.channel.exists():
             shutil.rmtree(self.channel)
-        self.channel.mkdir(parents=True)
+        self.channel.mkdir(mode=0o755)
+        self.own(self.channel)
         (self.lib / PROGRAM_NAME).write_text(code, encoding="utf-8")
-        cmd, env = self._command()
+        self.jail.events()
+        cmd, env, bw = self._command()
         cwd = str(self.work) if not self.isolated else None
         start = time.monotonic()
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=cwd, start_new_session=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=env, cwd=cwd, start_new_session=True, pass_fds=tuple(bw.fds) if bw else (),
+            )
+        finally:
+            if bw is not None:
+                bw.close()
         out, err = _Capture(proc.stdout, self.output_cap), _Capture(proc.stderr, self.output_cap)
         out.start()
         err.start()
+        watch = WorkWatch(self.work, self.limits.work_size, self.limits.work_files, lambda: _kill_tree(proc))
+        watch.start()
         timed_out = False
         try:
             proc.wait(timeout=timeout)
@@ -388,6 +332,8 @@ class Sandbox:
         else:
             # Children the program left running would otherwise outlive the turn.
             _kill_tree(proc)
+        watch.stop()
+        self.jail.kill_all()
         duration = time.monotonic() - start
         for capture in (out, err):
             capture.join(timeout=10)
@@ -404,33 +350,67 @@ class Sandbox:
             returncode=None if timed_out else proc.returncode, timed_out=timed_out, duration=duration,
             stdout=stdout, stderr=stderr, stdout_chars=stdout_chars, stderr_chars=stderr_chars,
         )
+        self._limit_notes(result, watch)
         self._read_channel(result)
         return result
 
+    def _limit_notes(self, result: RunResult, watch: WorkWatch) -> None:
+        notes = result.limit_notes
+        events = self.jail.events()
+        code = result.returncode
+        if watch.exceeded is not None:
+            notes.append(f"WORK grew to {watch.exceeded / 2**30:.2f} GiB, past its limit of "
+                         f"{self.limits.work_size / 2**30:.3g} GiB: the program was stopped; delete files to continue")
+        if watch.too_many is not None:
+            notes.append(f"WORK holds more than {self.limits.work_files} files and folders: the program was stopped; "
+                         "delete files to continue")
+        stopped_by_watch = watch.exceeded is not None or watch.too_many is not None
+        if events.get("oom") or (code == -signal.SIGKILL and not result.timed_out and not stopped_by_watch
+                                 and not self.jail.available):
+            notes.append(f"the program was killed (SIGKILL); unless it did so itself, memory is the likely cause: "
+                         f"the limit is {self.limits.memory / 2**30:.3g} GiB for all its processes together")
+        if events.get("pids"):
+            notes.append(f"process creation was refused {events['pids']} time(s): at most {self.limits.processes} "
+                         "processes and threads")
+        # Python ignores SIGXFSZ: a write past the limit fails with EFBIG instead.
+        if code == -signal.SIGXFSZ or "[Errno 27] File too large" in result.stderr:
+            notes.append(f"a file grew past the per-file limit of {self.limits.file_size / 2**30:.3g} GiB")
+        if "[Errno 28] No space left on device" in result.stderr:
+            notes.append(f"a disk filled up; the private /tmp and /dev/shm hold {self.limits.tmp_size / 2**30:.3g} GiB "
+                         "each (keep large files in WORK)")
+        if code == -signal.SIGXCPU:
+            notes.append(f"a process used its {self.limits.cpu_seconds} CPU-seconds")
+        for note in notes:
+            result.stderr += f"\n[harness] limit: {note}."
+
     def _read_channel(self, result: RunResult) -> None:
+        result.ready = (self.channel / READY_NAME).is_file() and not (self.channel / READY_NAME).is_symlink()
         requests_path = self.channel / "requests.jsonl"
         if requests_path.is_file() and not requests_path.is_symlink():
             with open(requests_path, "rb") as handle:
                 # Bounded read: the agent controls this file's size.
-                raw = handle.read(MAX_REQUESTS_PER_TURN * 4096)
-            for line in raw.decode("utf-8", errors="replace").splitlines():
+                raw = handle.read(MAX_REQUESTS_PER_TURN * (MAX_REQUEST_LINE + 1) + 1)
+            lines = raw.split(b"\n")
+            for line in lines:
                 if not line.strip():
                     continue
-                try:
-                    item = json.loads(line)
-                except ValueError:
+                if len(result.requests) + len(result.refused) >= MAX_REQUESTS_PER_TURN:
                     result.requests_dropped += 1
                     continue
-                if not isinstance(item, dict) or len(result.requests) >= MAX_REQUESTS_PER_TURN:
-                    result.requests_dropped += 1
-                    continue
-                result.requests.append({"kind": item.get("kind"), "protein": item.get("protein")})
+                item, problem = _parse_request(line)
+                if problem is None:
+                    result.requests.append(item)
+                else:
+                    result.refused.append({"reason": problem, "excerpt": safejson.excerpt(line.decode("utf-8", "replace"), 60)})
         submit_path = self.channel / "submit.json"
         if submit_path.is_file() and not submit_path.is_symlink():
             try:
                 with open(submit_path, "rb") as handle:
-                    parsed = json.loads(handle.read(64 * 1024 * 1024).decode("utf-8"))
-            except (OSError, ValueError, UnicodeDecodeError, RecursionError) as error:
+                    parsed = safejson.loads(handle.read(SUBMIT_CAP + 1), max_bytes=SUBMIT_CAP)
+            except safejson.Refused as error:
+                result.submit_error = f"the submit() record was refused: {error}"
+                return
+            except OSError as error:
                 result.submit_error = f"the submit() record is unreadable ({type(error).__name__})"
                 return
             if isinstance(parsed, dict):
@@ -438,16 +418,49 @@ class Sandbox:
             else:
                 result.submit_error = "the submit() record is not a JSON object"
 
-    def close(self) -> None:
-        """Remove the prelude and channel folders (the transcript keeps every program)."""
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+    def close(self, keep_work: Optional[Path] = None) -> None:
+        """Remove the staging tree; with ``keep_work``, move WORK there first (the transcript keeps every program)."""
+        if self.jail is not None:
+            self.jail.close()
+        if keep_work is not None and bwrap.contains(self.state, self.work) and self.work.exists():
+            keep_work = Path(keep_work)
+            if keep_work.is_symlink():
+                keep_work.unlink()
+            try:
+                os.rename(self.work, keep_work)
+            except OSError:
+                shutil.copytree(self.work, keep_work, symlinks=True)
+        shutil.rmtree(self.state, ignore_errors=True)
+        try:
+            self.state.parent.rmdir()  # the shared staging root, once no sandbox uses it
+        except OSError:
+            pass
+
+
+def _parse_request(line: bytes) -> tuple[Optional[dict], Optional[str]]:
+    """One request line as {"kind", "protein"}, or why it is refused."""
+    if len(line) > MAX_REQUEST_LINE:
+        return None, f"request line of {len(line)} bytes (at most {MAX_REQUEST_LINE})"
+    try:
+        item = safejson.loads(line, max_bytes=MAX_REQUEST_LINE, max_string=MAX_ID_CHARS * 4)
+    except safejson.Refused as error:
+        return None, f"malformed request ({error})"
+    if not isinstance(item, dict):
+        return None, "malformed request (not a JSON object)"
+    kind, protein = item.get("kind"), item.get("protein")
+    for name, value in (("kind", kind), ("protein", protein)):
+        if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
+            return None, f"malformed request ({name} must be a string of 1-{MAX_ID_CHARS} characters)"
+    return {"kind": kind, "protein": protein}, None
 
 
 def isolation_status() -> tuple[bool, str]:
     """Whether programs can be isolated on this machine, and why (for tests and reports)."""
-    plan = _plan([REPOSITORY_CONF], [])
-    if plan.problem:
-        return False, plan.problem
-    problem = _probe(plan.python_dirs)
+    try:
+        layout, problem = bwrap.layout(project_paths())
+    except SandboxUnavailable as error:
+        return False, str(error)
+    if problem:
+        return False, problem
+    problem = bwrap.probe(layout, Limits().validate().resolved(300.0))
     return (problem is None), (problem or "bubblewrap works")
-

@@ -39,8 +39,9 @@ How traits become pixels (template defaults in ``templates.CardiacTemplate``):
   (position and rotation jitter of a few pixels / ~10 degrees, receiver gain,
   motion harmonics, T1 texture, all noise).
 
-Site field (bias T5): ``sample_site_fields`` draws, per site, coefficients of a
-low-order 2-D cosine basis; ``site_field`` evaluates 1 + b_site(u).
+Site field (bias T5): ``site_fields.sample_site_fields`` draws, per site (with
+the world), coefficients of a low-order 2-D cosine basis; ``site_field`` evaluates
+1 + b_site(u).
 """
 from __future__ import annotations
 
@@ -50,11 +51,8 @@ from functools import lru_cache
 import numpy as np
 
 from kernels.mri import TRAIT_COLUMNS
+from .site_fields import SITE_BASIS_ORDERS
 from .templates import DEFAULT_TEMPLATE, CardiacTemplate
-
-#: Cosine orders (p, q) of the site-field basis cos(pi p (x+.5)/W) cos(pi q (y+.5)/H), in order.
-#: (0, 0) is a per-site receiver gain; the rest are smooth spatial shading.
-SITE_BASIS_ORDERS = ((0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (0, 2), (2, 1), (1, 2), (2, 2), (3, 0), (0, 3))
 
 #: Trait ranges enforced before rendering (the world model should already respect them).
 TRAIT_LIMITS = {
@@ -72,27 +70,6 @@ TRAIT_LIMITS = {
 ESV_FRACTION_LIMITS = (0.05, 0.98)
 
 REQUIRED_FIELDS = TRAIT_COLUMNS + ("segment", "site", "noise_key")
-
-
-def _basis_mean_square(p: int, q: int) -> float:
-    return (1.0 if p == 0 else 0.5) * (1.0 if q == 0 else 0.5)
-
-
-def sample_site_fields(rng: np.random.Generator, n_sites: int, amplitude: float = 0.12,
-                       n_terms: int = 6) -> np.ndarray:
-    """T5 parameters: float64 [n_sites, n_terms] coefficients of ``SITE_BASIS_ORDERS[:n_terms]``.
-
-    Coefficient k ~ N(0, amplitude^2 / (n_terms * ms_k)) with ms_k the mean square
-    of basis term k over the image, so the root-mean-square of b_site(u) over the
-    image and over sites is ``amplitude``.
-    """
-    if not 1 <= n_terms <= len(SITE_BASIS_ORDERS):
-        raise ValueError(f"n_terms must be in 1..{len(SITE_BASIS_ORDERS)}, got {n_terms}")
-    if n_sites < 1:
-        raise ValueError(f"n_sites must be >= 1, got {n_sites}")
-    sd = np.array([amplitude / math.sqrt(n_terms * _basis_mean_square(p, q))
-                   for p, q in SITE_BASIS_ORDERS[:n_terms]])
-    return rng.standard_normal((n_sites, n_terms)) * sd
 
 
 def site_field(params: np.ndarray, site: int, shape=(128, 128)) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Fast, deterministic writers for the released images.
 
 ``write_npz`` writes the standard ``.npz`` that ``np.load`` reads (a zip of
-``cine.npy`` and ``t1map.npy``), compressed (zip method 8, raw deflate) with
+``cine.npy``, ``t1map.npy`` and the acquisition geometry, :data:`GEOMETRY`),
+compressed (zip method 8, raw deflate) with
 :func:`kernels.deflate.deflate_runs` instead of zlib: on noisy MRI pixels, which
 compress only ~1.15x, entropy coding is nearly all there is to gain, and that
 kernel gets within a few per cent of ``np.savez_compressed``'s size in a small
@@ -12,7 +13,8 @@ fields, so identical arrays give identical bytes.
 
 ``ImagingZarrWriter`` writes the same arrays into one Zarr (format 2) group,
 ``imaging.zarr``: ``cine`` [n, 3, 25, 128, 128] uint8 and ``t1map`` [n, 3, 128,
-128] float32 chunked one participant per chunk, plus ``subject_id``.  The
+128] float32 chunked one participant per chunk, plus ``subject_id``; the
+geometry is in the attributes of ``cine`` and ``t1map``.  The
 store's metadata and ``subject_id`` are written once by ``create``; afterwards
 each process writes whole chunks of its own subject range, so writers of
 disjoint ranges never touch the same object.
@@ -37,6 +39,23 @@ _VERSION = 20           # 2.0: deflate
 _FLAGS = 0
 _METHOD_DEFLATE = 8
 
+#: In-plane pixel spacing (row, column) in mm: the template's nominal spacing, at
+#: which a wall of ``lv_wall_mm`` is rendered that many pixels thick.
+PIXEL_SPACING_MM = (1.0, 1.0)
+#: Nominal slice thickness in mm, as in UK Biobank's short-axis cine (8 mm).  The
+#: three slices (base, mid, apex) are separate planes, not a contiguous stack.
+SLICE_THICKNESS_MM = 8.0
+#: Time between cine frames in ms: the renderer's cycle is in fractions of the
+#: R-R interval (25 frames from end-diastole), here given a nominal 1,000 ms
+#: (60 beats per minute) for every participant.
+FRAME_INTERVAL_MS = 40.0
+#: The geometry stored with every released image: npz members and Zarr attributes.
+GEOMETRY = {
+    "pixel_spacing_mm": np.array(PIXEL_SPACING_MM, dtype=np.float64),
+    "slice_thickness_mm": np.array(SLICE_THICKNESS_MM, dtype=np.float64),
+    "frame_interval_ms": np.array(FRAME_INTERVAL_MS, dtype=np.float64),
+}
+
 
 def _npy_header(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
@@ -48,7 +67,8 @@ def _deflate_member(array: np.ndarray, block_size: int) -> tuple[np.ndarray, int
     """(raw deflate of header + data, CRC-32, uncompressed size) of one .npy member."""
     from kernels.deflate import deflate_member
 
-    array = np.ascontiguousarray(array)
+    # np.require keeps a 0-d array 0-d (np.ascontiguousarray would make it 1-d).
+    array = np.require(array, requirements="C")
     header = np.frombuffer(_npy_header(array), dtype=np.uint8)
     data = array.reshape(-1).view(np.uint8)
     # Runs only pay where whole regions repeat (the NaN background of a float map);
@@ -58,12 +78,19 @@ def _deflate_member(array: np.ndarray, block_size: int) -> tuple[np.ndarray, int
     return payload, crc & 0xFFFFFFFF, header.size + data.size
 
 
-def npz_parts(arrays: dict, block_size: int = NPZ_BLOCK_SIZE) -> list:
-    """The buffers that make up an .npz holding ``arrays`` ({name: ndarray}, in order)."""
+def npz_parts(arrays: dict, block_size: int = NPZ_BLOCK_SIZE, geometry: bool = True) -> list:
+    """The buffers that make up an .npz holding ``arrays`` ({name: ndarray}, in order)
+    followed, for a released image (``geometry``), by the members of :data:`GEOMETRY`."""
+    members = dict(arrays)
+    if geometry:
+        clash = sorted(set(members) & set(GEOMETRY))
+        if clash:
+            raise ValueError(f"arrays {clash} are written with the geometry; pass geometry=False to write them yourself")
+        members.update(GEOMETRY)
     parts = []
     central = []
     offset = 0
-    for name, array in arrays.items():
+    for name, array in members.items():
         filename = f"{name}.npy".encode()
         payload, crc, size = _deflate_member(np.asarray(array), block_size)
         if len(payload) >= 0xFFFFFFFF or size >= 0xFFFFFFFF:
@@ -81,13 +108,15 @@ def npz_parts(arrays: dict, block_size: int = NPZ_BLOCK_SIZE) -> list:
     return parts
 
 
-def npz_bytes(arrays: dict, block_size: int = NPZ_BLOCK_SIZE) -> bytes:
-    """The bytes of an .npz holding ``arrays`` ({name: ndarray}, written in the given order)."""
-    return b"".join(npz_parts(arrays, block_size))
+def npz_bytes(arrays: dict, block_size: int = NPZ_BLOCK_SIZE, geometry: bool = True) -> bytes:
+    """The bytes of an .npz holding ``arrays`` ({name: ndarray}, written in the given order)
+    and, for a released image (``geometry``), the members of :data:`GEOMETRY`."""
+    return b"".join(npz_parts(arrays, block_size, geometry))
 
 
 def write_npz(path_or_fileobj, cine: np.ndarray, t1map: np.ndarray, block_size: int = NPZ_BLOCK_SIZE) -> int:
-    """Write one participant's ``cine`` and ``t1map`` as a deterministic .npz; returns the byte count.
+    """Write one participant's ``cine``, ``t1map`` and :data:`GEOMETRY` as a deterministic .npz;
+    returns the byte count.
 
     ``path_or_fileobj`` is a filesystem path or a binary file object (e.g. from
     ``fsspec.open(url, "wb")``).
@@ -111,6 +140,11 @@ def _zarr_compressor():
 
     # Noisy pixels gain little from harder work; level 1 keeps writes cheap.
     return Zstd(level=1)
+
+
+def _geometry_attributes(frames: bool) -> dict:
+    names = [n for n in GEOMETRY if frames or n != "frame_interval_ms"]
+    return {name: GEOMETRY[name].tolist() for name in names}
 
 
 class ImagingZarrWriter:
@@ -139,10 +173,12 @@ class ImagingZarrWriter:
         cine = group.create_array("cine", shape=(n, slices, frames, size, size), chunks=(1, slices, frames, size, size),
                                   dtype="uint8", compressors=compressor, fill_value=None)
         cine.attrs["_ARRAY_DIMENSIONS"] = ["subject", "slice", "frame", "y", "x"]
+        cine.attrs.update(_geometry_attributes(frames=True))
         t1 = group.create_array("t1map", shape=(n, slices, size, size), chunks=(1, slices, size, size),
                                 dtype="float32", compressors=compressor, fill_value=float("nan"))
         t1.attrs["_ARRAY_DIMENSIONS"] = ["subject", "slice", "y", "x"]
         t1.attrs["units"] = "ms"
+        t1.attrs.update(_geometry_attributes(frames=False))
         sid = group.create_array("subject_id", shape=(n,), chunks=(max(n, 1),), dtype=str)
         sid.attrs["_ARRAY_DIMENSIONS"] = ["subject"]
         if n:

@@ -7,10 +7,16 @@ table does not depend on chunking.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from .. import blocks
+from .. import blocks, streams
 from ..world import CARDIAC_AGE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
+    from .cohort import Cohort
 
 # Archetype-specific cardiomyopathy code.
 CARDIOMYOPATHY_CODE = {"dcm": "I42.0", "hcm": "I42.1", "ischemic": "I25.5", "hfpef": "I50.3"}
@@ -35,7 +41,7 @@ def _piecewise_time(c1, c2, k, switch, e):
     return np.where(e < h_switch, early, late)
 
 
-def mace(world, cohort, deaths: dict, surrogate: np.ndarray) -> dict:
+def mace(world: World, cohort: Cohort, deaths: dict, surrogate: np.ndarray) -> dict:
     """First non-fatal event of each type before death or censoring, plus cardiac death."""
     pop = cohort.pop
     t8 = world.params["bias_params"]["T8"]["hazard"] if world.has("T8") else 0.0
@@ -48,7 +54,7 @@ def mace(world, cohort, deaths: dict, surrogate: np.ndarray) -> dict:
     for typ, sh in zip(MACE_TYPES, share):
         c1 = MACE_BASE * sh * np.exp(0.85 * CARDIAC_L * cohort.latent + base)
         c2 = MACE_BASE * sh * np.exp(0.85 * CARDIAC_L * cohort.latent_late + base)
-        t = _piecewise_time(c1, c2, k, switch, blocks.exponential(world, f"mace/{typ}"))
+        t = _piecewise_time(c1, c2, k, switch, blocks.exponential(world, streams.MACE.format(event=typ)))
         times[typ] = np.where(t < deaths["followup"], t, np.nan)
     card = deaths["cause"] == "cardiac"
     times["cardiac_death"] = np.where(card, deaths["followup"], np.nan)
@@ -62,7 +68,7 @@ def mace(world, cohort, deaths: dict, surrogate: np.ndarray) -> dict:
     return {"row": subj[order], "event": event[order], "years": years[order], "times": times}
 
 
-def diagnoses(world, cohort, deaths: dict, mace_events: dict, visit_date: np.ndarray) -> dict:
+def diagnoses(world: World, cohort: Cohort, deaths: dict, mace_events: dict, visit_date: np.ndarray) -> dict:
     """Prevalent (dated before the assessment) and incident ICD-10 diagnoses."""
     pop = cohort.pop
     L, Ll = cohort.latent, cohort.latent_late
@@ -83,7 +89,7 @@ def diagnoses(world, cohort, deaths: dict, mace_events: dict, visit_date: np.nda
         ("I20.9", -3.4 + 0.6 * za + 0.3 * smk + 0.3 * L, -3.6 + 0.6 * za + 0.3 * Ll),
         ("J44.9", -3.2 + 1.4 * smk + 0.4 * za, -3.8 + 1.4 * smk + 0.4 * za),
     ]
-    u = blocks.uniform(world, "ehr/diagnoses", (len(specs), 4))
+    u = blocks.uniform(world, streams.DIAGNOSES, (len(specs), 4))
     rows, codes, dates = [], [], []
     for k, (code, prev_logit, inc_logit) in enumerate(specs):
         prevalent = u[:, k, 0] < _logistic(prev_logit)
@@ -123,7 +129,7 @@ MEDICATIONS = (
 )
 
 
-def medications(world, cohort, dx: dict, visit_date: np.ndarray) -> dict:
+def medications(world: World, cohort: Cohort, dx: dict, visit_date: np.ndarray) -> dict:
     """Current medications at baseline (about 1.5 rows per participant), driven by
     diagnoses made before the assessment and by risk factors."""
     n = world.n
@@ -151,7 +157,7 @@ def medications(world, cohort, dx: dict, visit_date: np.ndarray) -> dict:
         -3.8 + 3.0 * has("I48.9"),
         -1.8 + 1.3 * has("I10") + 0.2 * za,
     ]
-    u = blocks.uniform(world, "ehr/medications", (len(MEDICATIONS),))
+    u = blocks.uniform(world, streams.MEDICATIONS, (len(MEDICATIONS),))
     rows, atc, desc = [], [], []
     for k, ((code, name), logit) in enumerate(zip(MEDICATIONS, logits)):
         on = u[:, k] < _logistic(logit)

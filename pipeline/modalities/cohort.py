@@ -11,12 +11,60 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import blocks
+from .. import blocks, streams
 from ..blocks import zscore
 from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, L_AGE, L_BMI,
                      L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
                      OTHER_BASE, World)
-from .molecules import finish_moments
+from ..world import PROTEIN_RESIDUAL
+from .molecules import VISIT2_RESID_CARRY, covariate_terms, finish_moments
+
+# Proteins whose equation a bias replaces: (bias, loading field, supplement residual field).
+SPECIAL_PATHS = {"T1": ("T1", "bmi_loading", "residual"), "T2": ("T2", "latent_loading", "residual"),
+                 "A9_partner": ("A9", "partner_latent", "partner_residual")}
+
+
+def special_residual(world: World, role: str) -> float:
+    """Residual SD of a bias equation: the protein's ordinary residual less what the
+    planted path brings beyond the factors and covariate terms its own part gives up
+    (pipeline.pathways), so its variance, factor share, instrument strength and
+    covariate terms are an ordinary protein's and only the path differs."""
+    return float(world.pathways.special_residual[role])
+
+
+def ordinary_residual_sd(world: World, p: int) -> float:
+    return float(PROTEIN_RESIDUAL if world.pathways is None else world.pathways.residual_sd[p])
+
+
+def special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, ordinary_resid: np.ndarray, eps: np.ndarray,
+                g_cis: np.ndarray, path: np.ndarray, cov_terms: np.ndarray | None = None) -> tuple:
+    """Raw value of a protein whose equation a bias replaces (T1, T2, the A9 partner):
+    the ordinary protein's cis, trans, factor and covariate terms (``ordinary_raw`` less
+    its residual 0.8 ``ordinary_resid``), the bias equation's own residual ``eps`` scaled
+    by ``special_residual``, and the planted path.  Returns (raw, biological part without
+    the covariate terms, the part that is neither path nor residual); the biological part
+    is None without ``cov_terms``."""
+    bias, load_key, resid_key = SPECIAL_PATHS[role]
+    bp = world.params["bias_params"][bias]
+    loading = float(bp[load_key])
+    if world.leaky("communality"):
+        # test-only: the supplement's equation alone, without factors or covariate terms
+        systematic = np.sqrt(world.protein_h2[p]) * g_cis
+        raw = loading * path + systematic + float(bp[resid_key]) * eps
+        return raw, raw, systematic
+    systematic = ordinary_raw - ordinary_residual_sd(world, p) * ordinary_resid
+    if role == "T1" and not world.leaky("transcripts"):
+        # confounding adds the BMI path to an ordinary protein, residual and all: BMI, which
+        # every analysis adjusts for, is what differs (its residual is the block's own draw,
+        # at either visit, so a pathway it feeds sees it as any protein)
+        raw = ordinary_raw + loading * path
+    elif role == "T1":
+        # test-only transcripts leak: the original's separate equation (own residual draw,
+        # shortened), which the ordinary-equation transcript does not follow
+        raw = systematic + np.sqrt(max(special_residual(world, role) ** 2 - loading ** 2, 0.0)) * eps + loading * path
+    else:
+        raw = systematic + special_residual(world, role) * eps + loading * path
+    return raw, (None if cov_terms is None else raw - cov_terms), systematic
 
 
 @dataclass
@@ -39,7 +87,9 @@ class Cohort:
     latent: np.ndarray
     latent_late: np.ndarray
     special: dict  # protein index -> released standardised value at baseline (special equations)
-    special_v2: dict  # protein index -> value at visit 2 (visit-2 rows only)
+    special_tr: dict  # protein index -> its standardised transcript (from the final biological value)
+    special_v2_path: dict  # protein index -> the planted path's value at visit 2 (visit-2 rows only)
+    special_v2_eps: dict  # protein index -> its own residual at visit 2 (visit-2 rows only)
     selection_score: np.ndarray
     imaged: np.ndarray
     visit2: np.ndarray
@@ -86,6 +136,9 @@ def assemble(world: World, cores: list) -> Cohort:
     g_poly = np.concatenate([c["g_poly"] for c in cores])
 
     proteins = {int(p): (raw[:, k] - p_mean[p]) / p_sd[p] for k, p in enumerate(tracked)}
+    if world.t4_coregulated:
+        # L depends on the T4 driver's own abundance; its released value adds its assay's noise
+        proteins[int(world.roles.t4_causal)] = zscore(np.concatenate([c["t4_abundance"] for c in cores]))
     g_cis = {int(p): gcis[:, k] for k, p in enumerate(tracked)}
     z_age, z_bmi, z_ex = zscore(pop["age"]), zscore(pop["bmi"]), zscore(pop["exercise"])
     bp = world.params["bias_params"]
@@ -93,7 +146,7 @@ def assemble(world: World, cores: list) -> Cohort:
 
     # ---- latent severity (S1.2) ---------------------------------------------------
     l_raw = (L_BMI * z_bmi + L_SMOKING * pop["smoking"] + L_DIRECT * g_direct + L_AGE * z_age
-             + world.latent_residual * blocks.normal(world, "latent_residual"))
+             + world.latent_residual * blocks.normal(world, streams.LATENT_RESIDUAL))
     if r.drivers.size:
         l_raw = l_raw + driver_sum(world, proteins, r.weights)
     if world.has("T7"):
@@ -110,34 +163,37 @@ def assemble(world: World, cores: list) -> Cohort:
     latent_late_raw_sd = float(late.std())
 
     # ---- special protein equations (decoys that are not ordinary proteins) --------
-    special, special_v2 = {}, {}
-    eps = {}
-    for role, p in world.special_proteins().items():
-        eps[role] = blocks.normal(world, f"special/{role}")
-    h2 = world.protein_h2
-    special_raw_v1 = {}
-    if "T1" in r.decoys:
-        p = r.decoys["T1"]
-        special_raw_v1[p] = bp["T1"]["bmi_loading"] * z_bmi + np.sqrt(h2[p]) * g_cis[p] + bp["T1"]["residual"] * eps["T1"]
-    if "T2" in r.decoys:
-        p = r.decoys["T2"]
-        special_raw_v1[p] = bp["T2"]["latent_loading"] * latent + np.sqrt(h2[p]) * g_cis[p] + bp["T2"]["residual"] * eps["T2"]
-    if r.a9_partner is not None:
-        p = r.a9_partner
-        special_raw_v1[p] = (bp["A9"]["partner_latent"] * latent_late + np.sqrt(h2[p]) * g_cis[p]
-                             + bp["A9"]["partner_residual"] * eps["A9_partner"])
+    special, special_tr, systematic = {}, {}, {}
     special_moments = {}
-    for p, x in special_raw_v1.items():
+    specials = sorted(world.special_proteins().items(), key=lambda kv: kv[1])
+    resid = np.concatenate([c["special_resid"] for c in cores]) if specials else None
+    tr_own = np.concatenate([c["special_tr_own"] for c in cores]) if specials else None
+    cov_terms = covariate_terms(world, pop, proteins=[p for _, p in specials]) if specials else None
+    paths = {"T1": z_bmi, "T2": latent, "A9_partner": latent_late}
+    # T1 may feed a pathway, which reads its block value: its own residual is that value's
+    # residual draw, so the pathway's followers see the T1 decoy as they see any protein
+    # (the test-only leaks restore the separate draw the original's bias equations had)
+    own_draw = not (world.leaky("transcripts") or world.leaky("communality"))
+    eps = {role: (resid[:, k] if role == "T1" and own_draw else blocks.normal(world, streams.SPECIAL.format(role=role)))
+           for k, (role, _) in enumerate(specials)}
+    for k, (role, p) in enumerate(specials):
+        x, bio, sys_part = special_raw(world, role, p, raw[:, list(tracked).index(p)], resid[:, k], eps[role], g_cis[p],
+                                       paths[role], cov_terms[:, k])
         special_moments[p] = (x.mean(), x.std())
         special[p] = (x - x.mean()) / x.std()
+        systematic[p] = sys_part / x.std()
         proteins[p] = special[p]
+        if not world.leaky("transcripts"):
+            # the transcript follows the protein's final biological value, with its own part
+            t = world.transcript_concordance[p] * bio + tr_own[:, k]
+            special_tr[p] = (t - t.mean()) / t.std()
 
     # ---- outcomes need the surrogate; imaging selection needs L and P_sel ---------
-    eval_mask = blocks.uniform(world, "eval_mask") < float(world.params["eval_fraction"])
+    eval_mask = blocks.uniform(world, streams.EVAL_MASK) < float(world.params["eval_fraction"])
     score = (-0.24 * z_age - 0.52 * z_bmi + world.centre_selection[pop["centre"]]
              + world.ancestry_selection[pop["ancestry"]])
     t3 = bp["T3"]
-    noise = t3["noise"] * blocks.normal(world, "imaging_selection")
+    noise = t3["noise"] * blocks.normal(world, streams.IMAGING_SELECTION)
     if world.has("T3"):
         eta = t3["eta"]
         score = score + t3["latent"] * eta * latent + t3["protein"] * eta * proteins[r.decoys["T3"]]
@@ -149,15 +205,17 @@ def assemble(world: World, cores: list) -> Cohort:
     cohort = Cohort(
         pop=pop, protein_mean=p_mean, protein_sd=p_sd, transcript_mean=t_mean, transcript_sd=t_sd,
         metabolite_mean=m_mean, metabolite_sd=m_sd, z_age=z_age, z_bmi=z_bmi, z_exercise=z_ex,
-        proteins=proteins, g_cis=g_cis, latent=latent, latent_late=latent_late, special=special, special_v2=special_v2,
+        proteins=proteins, g_cis=g_cis, latent=latent, latent_late=latent_late, special=special, special_tr=special_tr,
+        special_v2_path={}, special_v2_eps={},
         selection_score=score, imaged=imaged, visit2=np.zeros(n, bool), visit2_years=np.full(n, np.nan),
         eval_mask=eval_mask, age_sd=float(pop["age"].std()), age_mean=float(pop["age"].mean()),
     )
     cohort.extras["special_moments"] = special_moments
+    cohort.extras["special_systematic"] = systematic
+    cohort.extras["special_eps"] = eps
     cohort.extras["latent_raw_sd"] = latent_raw_sd
     cohort.extras["latent_late_raw_sd"] = latent_late_raw_sd
     cohort.extras["g_poly"] = g_poly
-    cohort.extras["eps"] = eps
     cohort.extras["g_direct"] = g_direct
     return cohort
 
@@ -194,12 +252,12 @@ def simulate_deaths(world: World, cohort: Cohort) -> dict:
     c1 = CARDIAC_BASE * np.exp(CARDIAC_L * cohort.latent + base)
     c2 = CARDIAC_BASE * np.exp(CARDIAC_L * cohort.latent_late + base)
     switch = float(world.params["visit2_years"])
-    e_card = blocks.exponential(world, "death_cardiac")
+    e_card = blocks.exponential(world, streams.DEATH_CARDIAC)
     h_switch = c1 * np.expm1(k * switch) / k
     t_early = np.log1p(k * e_card / c1) / k
     t_late = np.log(np.exp(k * switch) + k * np.maximum(e_card - h_switch, 0.0) / c2) / k
     t_card = np.where(e_card < h_switch, t_early, t_late)
-    e_other = blocks.exponential(world, "death_other")
+    e_other = blocks.exponential(world, streams.DEATH_OTHER)
     a = OTHER_BASE * np.exp(OTHER_AGE_SLOPE * (pop["age"] - OTHER_AGE_CENTRE))
     t_other = np.log1p(OTHER_AGE_SLOPE * e_other / a) / OTHER_AGE_SLOPE
     horizon = float(world.params["followup_years"])
@@ -210,42 +268,68 @@ def simulate_deaths(world: World, cohort: Cohort) -> dict:
     return {"died": died, "cause": cause, "followup": followup, "t_death": np.where(died, t_death, np.nan)}
 
 
-def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> None:
-    """A random 20 % of participants, among those alive at their visit-2 date."""
+def choose_visit2(world: World, cohort: Cohort, deaths: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A random 20 % of participants, among those alive at their visit-2 date:
+    (bool [n] who attends, float [n] years from baseline, NaN for the others)."""
     n = world.n
-    when = float(world.params["visit2_years"]) + blocks.uniform(world, "visit2_time") - 0.5
+    when = float(world.params["visit2_years"]) + blocks.uniform(world, streams.VISIT2_TIME) - 0.5
     alive = ~(deaths["died"] & (deaths["followup"] <= when))
     frac = float(world.params["visit2_fraction"])
     q = min(1.0, frac * n / max(1, int(alive.sum())))
-    cohort.visit2 = alive & (blocks.uniform(world, "visit2") < q)
-    cohort.visit2_years = np.where(cohort.visit2, when, np.nan)
+    visit2 = alive & (blocks.uniform(world, streams.VISIT2) < q)
+    return visit2, np.where(visit2, when, np.nan)
 
 
-def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> None:
-    """Special proteins at visit 2, standardised with the baseline moments so change is visible."""
-    r = world.roles
-    bp = world.params["bias_params"]
+def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> tuple[dict, dict]:
+    """The planted paths of the bias equations at visit 2 (visit-2 rows): BMI then, L_late
+    (disease then) for the reverse-causation decoy, and for the A9 partner, which tracks
+    disease five years ahead, disease five years after visit 2: L_late carried on as L
+    carried into L_late (correlation rho = r(L, L_late)) with fresh variation.  The omics
+    stage applies them to the proteins' ordinary visit-2 values and standardises with the
+    baseline moments, so change is visible.
+
+    Returns ({protein: planted path}, {protein: own residual}), visit-2 rows only:
+    the cohort's ``special_v2_path`` and ``special_v2_eps``."""
     v2 = cohort.visit2
-    h2 = world.protein_h2
-    eps_new = {role: blocks.normal(world, f"special_visit2/{role}") for role in world.special_proteins()}
-    eps = cohort.extras["eps"]
     z_bmi2 = (bmi2 - cohort.pop["bmi"].mean()) / cohort.pop["bmi"].std()
-    carry = 0.6
-
-    def resid(role):
-        return carry * eps[role] + np.sqrt(1 - carry * carry) * eps_new[role]
-
-    raw = {}
-    if "T1" in r.decoys:
-        p = r.decoys["T1"]
-        raw[p] = bp["T1"]["bmi_loading"] * z_bmi2 + np.sqrt(h2[p]) * cohort.g_cis[p] + bp["T1"]["residual"] * resid("T1")
-    if "T2" in r.decoys:
-        p = r.decoys["T2"]
-        raw[p] = bp["T2"]["latent_loading"] * cohort.latent_late + np.sqrt(h2[p]) * cohort.g_cis[p] + bp["T2"]["residual"] * resid("T2")
-    if r.a9_partner is not None:
-        p = r.a9_partner
-        raw[p] = (bp["A9"]["partner_latent"] * cohort.latent_late + np.sqrt(h2[p]) * cohort.g_cis[p]
-                  + bp["A9"]["partner_residual"] * resid("A9_partner"))
-    for p, x in raw.items():
-        m, s = cohort.extras["special_moments"][p]
-        cohort.special_v2[p] = ((x - m) / s)[v2]
+    # both standardised; no BLAS in a written value; clipped: a world without drivers has
+    # L_late = L, and rounding put rho a hair above 1 (NaN for a path no such world uses)
+    rho = float(np.clip(np.mean(cohort.latent * cohort.latent_late), -1.0, 1.0))
+    ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, streams.A9_AHEAD)
+    paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": ahead}
+    if not world.leaky("communality"):
+        # L and L_late are standardised at their own time, so they do not age: the covariate
+        # terms a follower's path stands in for (pipeline.pathways) change with the visit as
+        # its own terms do (five years older, BMI then)
+        change = np.column_stack([np.nan_to_num(cohort.visit2_years), np.zeros(len(bmi2)), bmi2 - cohort.pop["bmi"],
+                                  np.zeros(len(bmi2))])
+        for role in ("T2", "A9_partner"):
+            a = world.pathways.path_covariates.get(role)
+            if a is not None:
+                paths[role] = paths[role] + sum(float(a[j]) * change[:, j] for j in range(4))
+    v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
+    # The planted path persists between visits more than an ordinary protein's residual
+    # does (BMI and disease change little in five years), so the bias equation's own
+    # residual renews faster, by just enough that the protein's visit-to-visit stability
+    # is an ordinary protein's: carry r'^2 + rho l^2 = c s^2 + l^2 k, with s and c the residual
+    # SD and carry of the protein's ordinary equation (0.8 and 0.6 unless it follows a pathway)
+    # and k the path's carried factor and covariate share.
+    before = {"T1": cohort.z_bmi, "T2": cohort.latent, "A9_partner": cohort.latent_late}
+    eps = cohort.extras["special_eps"]
+    v2_eps = {}
+    for role, p in world.special_proteins().items():
+        carry = VISIT2_RESID_CARRY
+        if not world.leaky("communality"):
+            bias, load_key, _ = SPECIAL_PATHS[role]
+            loading = float(world.params["bias_params"][bias][load_key])
+            x, y = before[role], paths[role]
+            rho = float(np.mean((x - x.mean()) * (y - y.mean())) / (x.std() * y.std()))
+            r2 = special_residual(world, role) ** 2
+            # the path's factor and covariate content stands in for the ordinary part it replaced
+            # (pipeline.pathways) and carries as that part would
+            target = (float(world.pathways.visit2_carry[p]) * ordinary_residual_sd(world, p) ** 2
+                      + loading ** 2 * world.pathways.path_carried.get(role, 0.0))
+            carry = float(np.clip((target - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0
+        renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, streams.SPECIAL_VISIT2.format(role=role))
+        v2_eps[p] = renewed[v2]
+    return v2_path, v2_eps

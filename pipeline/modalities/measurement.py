@@ -4,9 +4,14 @@ the data problems of a real biobank.  Applied per block to standardised values.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from .. import seeds
+from .. import seeds, streams
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
 
 MISSING_RATE = {"transcriptomics": 0.002, "metabolomics": 0.01}
 # Metabolites are released as concentrations (mmol/L): value = mu exp(sigma z).
@@ -14,15 +19,15 @@ MISSING_RATE = {"transcriptomics": 0.002, "metabolomics": 0.01}
 MESSY_LAB_CENTRES = (1, 4, 7)
 
 
-def metabolite_units(world) -> tuple:
-    rng = seeds.stream(world.seed, "world/metabolite_units")
+def metabolite_units(world: World) -> tuple:
+    rng = seeds.stream(world.seed, streams.METABOLITE_UNITS)
     mu = np.round(np.exp(rng.normal(-0.5, 1.0, world.n_metabolites)), 4)
     sigma = rng.uniform(0.2, 0.5, world.n_metabolites)
     molar_mass = rng.uniform(60.0, 400.0, world.n_metabolites)  # g/mol, for mmol/L -> mg/dL
     return mu, sigma, molar_mass
 
 
-def t9_moments(world, true_values: np.ndarray, centre: np.ndarray) -> tuple:
+def t9_moments(world: World, true_values: np.ndarray, centre: np.ndarray) -> tuple:
     """Mean and SD over the cohort of the decoy as the mixed-unit assay reports it.
     The released column is re-standardised with them, so the column as a whole
     looks like every other standardised protein; the site stays on its own scale."""
@@ -31,7 +36,7 @@ def t9_moments(world, true_values: np.ndarray, centre: np.ndarray) -> tuple:
     return float(x.mean()), float(x.std())
 
 
-def apply(world, b: int, values: np.ndarray, pop: dict, table: str, rows: np.ndarray | None = None,
+def apply(world: World, b: int, values: np.ndarray, pop: dict, table: str, rows: np.ndarray | None = None,
           t9: tuple | None = None) -> np.ndarray:
     """Return the released values for one block (``rows`` selects visit-2 members);
     ``t9`` holds the cohort moments of the mixed-unit decoy (``t9_moments``)."""
@@ -47,7 +52,7 @@ def apply(world, b: int, values: np.ndarray, pop: dict, table: str, rows: np.nda
         if t9 is not None:
             values[:, p] = (values[:, p] - t9[0]) / t9[1]
     rate = world.params["protein_missing"] if table.startswith("proteomics") else MISSING_RATE[table]
-    u = seeds.stream(world.seed, f"missing/{table}", b).random((n_block, values.shape[1]))
+    u = seeds.stream(world.seed, streams.MISSING.format(table=table), b).random((n_block, values.shape[1]))
     if rows is not None:
         u = u[rows]
     if world.messy and table.startswith("proteomics"):

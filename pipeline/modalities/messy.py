@@ -4,10 +4,15 @@ implausible values).  The measurement-level problems of the molecular tables
 live in ``measurement.py``; this module handles the clinical tables."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
-from .. import blocks
+from .. import blocks, streams
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..world import World
 
 SENTINEL_COLUMNS = {"p20116_i0": (-3,), "p22040_i0": (-1, -3), "p21000_i0": (-3,)}
 # Implausible entries: data-entry errors an analyst must catch.
@@ -18,22 +23,22 @@ IMPLAUSIBLE = {
 CLINICAL_MISSING = 0.02
 
 
-def covariate_sentinels(world) -> dict:
+def covariate_sentinels(world: World) -> dict:
     rate = float(world.params["bias_params"]["messy"]["sentinel_rate"])
     out = {}
     for col, codes in SENTINEL_COLUMNS.items():
-        u = blocks.uniform(world, f"messy/sentinel/{col}", (2,))
+        u = blocks.uniform(world, streams.MESSY_SENTINEL.format(column=col), (2,))
         rows = np.flatnonzero(u[:, 0] < rate)
         pick = np.minimum((u[rows, 1] * len(codes)).astype(int), len(codes) - 1)
         out[col] = (rows, np.asarray(codes)[pick])
     return out
 
 
-def corrupt_table(world, name: str, df: pd.DataFrame) -> pd.DataFrame:
+def corrupt_table(world: World, name: str, df: pd.DataFrame) -> pd.DataFrame:
     """Some cells missing and a few implausible values, reproducibly per participant."""
     df = df.astype({c: np.float64 for c in df.columns if df[c].dtype.kind in "iub"})
     m = world.params["bias_params"]["messy"]
-    u = blocks.uniform(world, f"messy/{name}", (len(df.columns), 3))
+    u = blocks.uniform(world, streams.MESSY.format(table=name), (len(df.columns), 3))
     for j, col in enumerate(df.columns):
         missing = u[:, j, 0] < CLINICAL_MISSING
         values = df[col].to_numpy(copy=True)

@@ -1,12 +1,20 @@
 """Proteins, transcripts and metabolites (S1.1) for one participant block.
 
 Ordinary protein p:  z[sqrt(h2_p) G_cis(p) + I_p sqrt(0.01) G_master(p) + F lambda_p
-                       + 0.01 (age - 55) + 0.10 sex + 0.02 (BMI - 27) + 0.8 eps].
+                       + beta_p . (age - 55, sex, BMI - 27, smoking) + 0.8 eps],
+with beta_p drawn around the supplement's (0.01, 0.10, 0.02, 0) and, for a protein
+that follows a pathway (pipeline.pathways), + 0.50 K_m with lambda_p, beta_p and the
+residual fitted so that its totals are an ordinary protein's.
 Transcript g (paired with protein p): a concordance-weighted mix of the protein's
 biological part and the transcript's own genetic/factor/residual part, plus its
 own covariate terms, so r(protein, transcript) is about the concordance c_g
 without a fixed transcript-to-protein causal link.
 Metabolite m: z[sqrt(h2_m) G_cis(m) + F lambda_m + covariates + 0.8 eps].
+Co-regulated pair (a, m) (``world.coregulated``; the T4 pair among them): both are
+assays of one abundance with the same cis, trans and factor terms, and of each
+residual the share COREGULATED_SHARED is the abundance's (drawn once, the anchor's
+column) and the rest the assay's own noise, so each member alone is an ordinary
+protein and the two are exchangeable.
 
 z[.] needs population moments, so a block first returns raw values and their
 (sum, sum of squares); the release pass recomputes the raw values from the same
@@ -17,11 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import seeds
-from ..world import PROTEIN_COVARIATES as PC
-from ..world import PROTEIN_RESIDUAL, TRANS_EFFECT
+from ..pathways import covariate_matrix
+from ..world import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
 
-VISIT2_FACTOR_CARRY = 0.85  # corr of the shared factors between visits
-VISIT2_RESID_CARRY = 0.60  # corr of assay/biological residuals between visits
 
 
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -48,10 +54,52 @@ def standardised_genotypes(world, dosage: np.ndarray, columns: np.ndarray) -> np
     return (dosage[:, columns] - 2.0 * q) / np.sqrt(2.0 * q * (1.0 - q))
 
 
-def _covariate_terms(pop, age_shift=0.0, bmi=None):
-    bmi = pop["bmi"] if bmi is None else bmi
-    return (PC["age"] * (pop["age"] + age_shift - PC["age_centre"]) + PC["sex"] * pop["sex"]
-            + PC["bmi"] * (bmi - PC["bmi_centre"]))
+def coregulate(world, resid: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Residuals with each co-regulated pair's shared abundance: member m gets
+    sqrt(s) x the anchor's draw + sqrt(1 - s) x its own draw, the anchor the same
+    shared draw + sqrt(1 - s) x ``noise`` (one column per pair)."""
+    pairs = world.coregulated
+    if not len(pairs):
+        return resid
+    a, m = pairs[:, 0], pairs[:, 1]
+    shared, own = np.sqrt(COREGULATED_SHARED), np.sqrt(1.0 - COREGULATED_SHARED)
+    out = resid.copy()
+    out[:, m] = shared * resid[:, a] + own * resid[:, m]
+    out[:, a] = shared * resid[:, a] + own * noise
+    return out
+
+
+def covariate_terms(world, pop, age_shift=0.0, bmi=None, proteins=None) -> np.ndarray:
+    """Each protein's own covariate terms, float64 [n, proteins] (all proteins by default)."""
+    pop = dict(pop, age=pop["age"] + age_shift, bmi=pop["bmi"] if bmi is None else bmi)
+    coef = world.protein_cov if proteins is None else world.protein_cov[np.atleast_1d(proteins)]
+    return dot(covariate_matrix(pop), coef.T)
+
+
+def add_pathways(world, raw: np.ndarray, bio: np.ndarray, extra: np.ndarray, dosage: np.ndarray) -> None:
+    """Followers of the ordinary pathways (pipeline.pathways) take loading x K_m, with
+    K_m = sum_j coef_j raw_j + direct_m G_m + extra_m eps_m from its upstream proteins'
+    raw values (never followers themselves); ``bio`` and ``raw`` are updated in place."""
+    pw = world.pathways
+    if pw is None or not len(pw.upstream):
+        return
+    g = standardised_genotypes(world, dosage, pw.direct_variant)
+    for m, (up, coef) in enumerate(zip(pw.upstream, pw.coef)):
+        followers = np.flatnonzero(pw.follows == m)
+        if not len(followers):
+            continue
+        k = pw.extra[m] * extra[:, m] + pw.direct[m] * g[:, m]
+        for p, c in zip(up, coef):  # fixed order: the same bits in every process
+            k = k + c * raw[:, p]
+        for f in followers:
+            bio[:, f] += pw.loading * k
+            raw[:, f] += pw.loading * k
+
+
+def residual_scale(world) -> np.ndarray:
+    """Residual SD of each protein's ordinary equation over the kernel's 0.8."""
+    pw = world.pathways
+    return np.ones(world.n_proteins) if pw is None else pw.residual_sd / PROTEIN_RESIDUAL
 
 
 class BlockMolecules:
@@ -71,10 +119,19 @@ class BlockMolecules:
         self.ginv = 1.0 / np.sqrt(2.0 * q * (1.0 - q))
         self.factors = seeds.stream(s, "factors", b).standard_normal((n, F))
         self.protein_resid = seeds.stream(s, "protein_residual", b).standard_normal((n, world.n_proteins))
+        self.pair_noise = seeds.stream(s, "coregulated_residual", b).standard_normal((n, len(world.coregulated)))
+        self.protein_resid = coregulate(world, self.protein_resid, self.pair_noise)
         # the protein's biological part (everything but the covariate terms)
         self.protein_bio = self._bio(self.dosage, world.protein_cis, np.sqrt(world.protein_h2), world.protein_master,
-                                     self.factors, world.protein_loadings, self.protein_resid)
-        self.cov = _covariate_terms(pop)[:, None]
+                                     self.factors, world.protein_loadings, self.protein_resid * residual_scale(world))
+        self.cov = covariate_terms(world, pop)
+        self.pathway_eps = seeds.stream(s, "pathway_residual", b).standard_normal((n, self._n_pathways()))
+        self._raw = self.protein_bio + self.cov
+        add_pathways(world, self._raw, self.protein_bio, self.pathway_eps, self.dosage)
+
+    def _n_pathways(self) -> int:
+        pw = self.world.pathways
+        return 0 if pw is None else len(pw.upstream)
 
     def _bio(self, dosage, cis, cis_coef, master, factors, loadings, resid):
         from kernels.omics import molecule_bio
@@ -91,10 +148,19 @@ class BlockMolecules:
         return standardised_genotypes(self.world, self.dosage, np.asarray(columns))
 
     def _covariates(self) -> np.ndarray:
-        return np.column_stack([self.pop["age"] - PC["age_centre"], self.pop["sex"], self.pop["bmi"] - PC["bmi_centre"]])
+        return covariate_matrix(self.pop)[:, :3]
 
     def proteins_raw(self) -> np.ndarray:
-        return self.protein_bio + self.cov
+        return self._raw
+
+    def t4_abundance_raw(self) -> np.ndarray:
+        """The T4 driver's own abundance (what L depends on): its released value
+        without its assay's own noise, which its partner's assay does not share."""
+        w = self.world
+        k = next(i for i, (a, _) in enumerate(w.coregulated) if int(a) == w.roles.t4_causal)
+        own = np.sqrt(1.0 - COREGULATED_SHARED)
+        p = w.roles.t4_causal
+        return self.protein_bio[:, p] + self.cov[:, p] - PROTEIN_RESIDUAL * own * self.pair_noise[:, k]
 
     def transcripts_raw(self) -> np.ndarray:
         from kernels.omics import mix_transcripts
@@ -118,21 +184,28 @@ class BlockMolecules:
                         w.metabolite_loadings, resid)
         return bio + dot(self._covariates(), w.metabolite_cov.T)
 
-    def proteins_visit2_raw(self, rows: np.ndarray, age_shift: np.ndarray, bmi2: np.ndarray) -> np.ndarray:
+    def proteins_visit2_raw(self, rows: np.ndarray, age_shift: np.ndarray, bmi2: np.ndarray) -> tuple:
         """Ordinary protein equation five years on for the block rows ``rows``:
-        genetics fixed, factors and residuals partly renewed, covariates updated."""
+        genetics fixed, factors and residuals partly renewed, covariates updated.
+        Returns the raw values and the visit-2 residual draws (bias equations reuse them)."""
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
         # Drawn for the whole block so a participant's values do not depend on who else attended.
         f_new = seeds.stream(s, "factors_visit2", b).standard_normal(self.factors.shape)
         r_new = seeds.stream(s, "protein_residual_visit2", b).standard_normal((n, w.n_proteins))
-        k1, k2 = VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
+        r_new = coregulate(w, r_new, seeds.stream(s, "coregulated_residual_visit2", b).standard_normal((n, len(w.coregulated))))
+        k1 = VISIT2_FACTOR_CARRY
+        k2 = np.full(w.n_proteins, VISIT2_RESID_CARRY) if w.pathways is None else w.pathways.visit2_carry
         f2 = k1 * self.factors[rows] + np.sqrt(1 - k1 * k1) * f_new[rows]
         r2 = k2 * self.protein_resid[rows] + np.sqrt(1 - k2 * k2) * r_new[rows]
         bio = self._bio(self.dosage[rows], w.protein_cis, np.sqrt(w.protein_h2), w.protein_master, f2,
-                        w.protein_loadings, r2)
+                        w.protein_loadings, r2 * residual_scale(w))
         pop_rows = {k: v[rows] for k, v in self.pop.items()}
-        return bio + _covariate_terms(pop_rows, age_shift=age_shift, bmi=bmi2)[:, None]
+        raw = bio + covariate_terms(w, pop_rows, age_shift=age_shift, bmi=bmi2)
+        c = VISIT2_RESID_CARRY  # a pathway's own term renews as a residual does
+        eps_new = seeds.stream(s, "pathway_residual_visit2", b).standard_normal(self.pathway_eps.shape)
+        add_pathways(w, raw, bio, c * self.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows], self.dosage[rows])
+        return raw, r2
 
 
 def moments(x: np.ndarray) -> np.ndarray:

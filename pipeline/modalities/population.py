@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import seeds
+from .. import blocks, seeds, streams
 from ..world import (AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, BMI_CENTRE, BMI_RESID_SD, MALE_P,
-                     SMOKING_PREVALENCE)
+                     SMOKING_PREVALENCE, World)
 
 ASSESSMENT_START = np.datetime64("2006-03-13")
 ASSESSMENT_SPAN_DAYS = 4 * 365
@@ -23,10 +23,10 @@ def _truncated_normal(rng, mean, sd, lo, hi):
     return out
 
 
-def population_block(world, b: int) -> dict:
+def population_block(world: World, b: int) -> dict:
     lo, hi = world.block_range(b)
     n = hi - lo
-    rng = seeds.stream(world.seed, "population", b)
+    rng = seeds.stream(world.seed, streams.POPULATION, b)
     centre = rng.choice(len(world.centre_p), size=n, p=world.centre_p)
     sex = (rng.random(n) < MALE_P).astype(np.int8)
     age = _truncated_normal(rng, AGE_MEAN + world.centre_age_shift[centre], AGE_SD, AGE_LO, AGE_HI)
@@ -42,4 +42,14 @@ def population_block(world, b: int) -> dict:
     return {
         "age": age, "sex": sex, "bmi": bmi, "exercise": exercise, "smoking": smoking,
         "centre": centre.astype(np.int8), "ancestry": ancestry.astype(np.int8), "assessment_day": day.astype(np.int32),
+    }
+
+
+def visit2_covariates(world: World, pop: dict) -> dict:
+    """The covariates at the repeat assessment: BMI and exercise drift, some smokers quit."""
+    e = blocks.normal(world, streams.VISIT2_COVARIATES, (3,))
+    return {
+        "bmi": np.clip(pop["bmi"] + 0.4 + 1.2 * e[:, 0], 15.0, 55.0),
+        "smoking": (pop["smoking"] == 1) & (blocks.uniform(world, streams.VISIT2_QUIT) > 0.3),
+        "exercise": np.clip(pop["exercise"] * np.exp(0.35 * e[:, 1]), 0.0, 20.0),
     }

@@ -8,80 +8,68 @@ overlap with the true top 0.1 %.
 
 The kind interface
 ------------------
-The architecture issue's world-kind seam does not exist yet, so this package
-is self-contained and today's entry points dispatch to it with one marked
-line each (``# [world-kind seam: screening]``).  What a kind supplies, and
-where this kind keeps it (:data:`KIND` lists the same as callables):
+This package is a world kind of the seam ``pipeline.kinds`` (listed in its
+``KIND_PACKAGES``): :data:`KIND` is a :class:`pipeline.kinds.WorldKind`, and the
+project's entry points (``pipeline.build``, ``pipeline.score``,
+``pipeline.validate``, ``pipeline.audit``, ``pipeline.episode``, the config
+loader) hand a screening config or world to it.  Where each part lives:
 
 ==================  ==========================================================
 config schema       ``config.ScreeningWorldConfig`` (registered as
-                    ``world/base_screening_world``), ``config.validate`` ->
+                    ``world/base_screening_world``), field rules
+                    ``config.FIELD_RULES``, ``config.validate`` ->
                     ``ScreeningResolved`` (``kind == "screening"``)
+random streams      ``streams`` (registered in ``pipeline.streams`` with
+                    ``world_kind="screening"``)
 sampler             ``library.plan`` (rows -> route, synthons), ``pocket.sample_pockets``
 stages / tasks      ``stages.shard_task`` (one task per 5,000-row shard on the
                     project's executor), ``stages.warm_up``
 build               ``build.build(resolved, executor, progress)`` (init -> shards -> finalise)
 release writers     ``writers`` (library.parquet, SDF shards, README), ``build._assemble_library``
-sealed writer       ``sealed.write_sealed``; reader ``sealed.read_sealed``
+sealed writer       ``sealed.write_sealed``
+bundle contract     ``bundle`` (file names; readers ``read_sealed``, ``is_screening_world``,
+                    ``is_screening_sealed``), on top of ``pipeline.bundle``
 oracle              ``oracle.LabelOracle`` (label budget, submissions, ledger)
 scorer              ``score.score_episode`` (CLI: ``pipeline.score``)
 harness             ``episode.ScreeningEpisode`` on ``pipeline.harness.sandbox.Sandbox``,
                     prelude ``runtime.py``, prompt ``prompt.py``, agents ``agents.REGISTRY``
 validation          ``validate.validate`` (CLI: ``pipeline.validate``)
 audit               ``audit.audit`` (CLI: ``pipeline.audit``)
-detection           ``episode.is_screening_world(world_dir)``, ``sealed.is_screening_sealed``,
+detection           ``bundle.is_screening_world(world_dir)``, ``bundle.is_screening_sealed``,
                     ``config.is_screening(cfg)``
 ==================  ==========================================================
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import importlib
+
+from .. import kinds
+from . import streams  # noqa: F401  (registers the kind's random streams with pipeline.streams)
 
 
-@dataclass(frozen=True)
-class WorldKind:
-    """Everything kind-specific, for the seam to look up by ``world.kind``."""
-
-    name: str
-    register_schema: Callable  # (ConfigStore) -> None
-    is_kind: Callable  # (composed cfg) -> bool
-    validate: Callable  # (cfg, seed_file_text) -> resolved config
-    build: Callable  # (resolved, executor=None, progress=True) -> summary dict
-    warm_up: Callable  # () -> None, on every worker before a timed build
-    is_world: Callable  # (world_dir) -> bool
-    is_sealed: Callable  # (sealed_dir) -> bool
-    score_episode: Callable  # (sealed_dir, work_dir, ledger) -> score dict
-    episode_main: Callable  # (argv) -> exit code
-    validate_main: Callable  # (argv) -> exit code
-    audit_main: Callable  # (argv) -> exit code
-    agents: Callable  # () -> {name: AgentSpec}
+def _agents() -> dict:
+    # imported when asked for, as every part of the kind (the harness side loads only then)
+    return importlib.import_module(f"{__name__}.agents").REGISTRY
 
 
-def _lazy(module: str, attr: str) -> Callable:
-    def call(*args, **kwargs):
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)(*args, **kwargs)
-
-    call.__name__ = f"{module}.{attr}"
-    return call
+def _part(module: str, attr: str):
+    return kinds.lazy(f"{__name__}.{module}", attr)
 
 
-KIND = WorldKind(
+KIND = kinds.WorldKind(
     name="screening",
-    register_schema=_lazy("config", "register"),
-    is_kind=_lazy("config", "is_screening"),
-    validate=_lazy("config", "validate"),
-    build=_lazy("build", "build"),
-    warm_up=_lazy("stages", "warm_up"),
-    is_world=_lazy("episode", "is_screening_world"),
-    is_sealed=_lazy("sealed", "is_screening_sealed"),
-    score_episode=_lazy("score", "score_episode"),
-    episode_main=_lazy("episode", "main"),
-    validate_main=_lazy("validate", "main"),
-    audit_main=_lazy("audit", "main"),
-    agents=lambda: __import__(f"{__name__}.agents", fromlist=["REGISTRY"]).REGISTRY,
+    register_schema=_part("config", "register"),
+    is_kind=_part("config", "is_screening"),
+    validate=_part("config", "validate"),
+    build=_part("build", "build"),
+    warm_up=_part("stages", "warm_up"),
+    is_world=_part("bundle", "is_screening_world"),
+    is_sealed=_part("bundle", "is_screening_sealed"),
+    score_episode=_part("score", "score_episode"),
+    episode_main=_part("episode", "main"),
+    validate_main=_part("validate", "main"),
+    audit_main=_part("audit", "main"),
+    agents=_agents,
 )
 
-__all__ = ["KIND", "WorldKind"]
+__all__ = ["KIND"]

@@ -25,11 +25,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import yaml
 
+from .. import bundle
+from .bundle import LIBRARY, ORACLE, README, RELEASE_MANIFEST_KEYS, SCORES, SDF_DIR, SDF_GLOB, SEALED_FILES, WORLD_CONFIG
 from .config import SHARD_ROWS
-
-ALLOWED_MANIFEST_KEYS = {"generator", "generator_version", "format_version", "created", "n_files", "total_bytes", "files",
-                         "bundle", "kind", "release_format", "scale", "conformations"}
-SEALED_NAMES = ("scores.parquet", "topk.json", "pockets.json", "oracle.json", "world.yaml", "truth.json")
 P_MIN = 1e-4
 Z_MAX = 4.0
 
@@ -44,10 +42,10 @@ def audit(world_dir) -> dict:
     from scipy.stats import chisquare, f_oneway
 
     world = Path(world_dir)
-    release, sealed = world / "release", world / "sealed"
-    scores = pq.read_table(sealed / "scores.parquet", columns=["id", "score"]).to_pandas()
-    oracle = json.loads((sealed / "oracle.json").read_text())
-    seed = int(yaml.safe_load((sealed / "world.yaml").read_text())["world"]["seed"], 16)
+    release, sealed = world / bundle.RELEASE, world / bundle.SEALED
+    scores = pq.read_table(sealed / SCORES, columns=["id", "score"]).to_pandas()
+    oracle = json.loads((sealed / ORACLE).read_text())
+    seed = int(yaml.safe_load((sealed / WORLD_CONFIG).read_text())["world"]["seed"], 16)
     n = len(scores)
     s = scores["score"].to_numpy()
     rows = np.arange(n)
@@ -57,7 +55,7 @@ def audit(world_dir) -> dict:
     def check(name, ok, value):
         checks.append({"check": name, "ok": bool(ok), "value": value})
 
-    lib = pq.ParquetFile(release / "library.parquet")
+    lib = pq.ParquetFile(release / LIBRARY)
     ids = lib.read(columns=["id"]).column("id").to_pylist()
     check("library ids are the sealed ids in the same order", ids == scores["id"].tolist(), len(ids))
     rho = _spearman(rows, s)
@@ -81,15 +79,15 @@ def audit(world_dir) -> dict:
     check("Parquet key-value metadata is pyarrow's schema only", kv <= {"ARROW:schema"}, sorted(kv))
     # SDF shards hold their rows in order
     sdf_ok = True
-    for k, path in enumerate(sorted((release / "sdf").glob("library_*.sdf.gz"))):
+    for k, path in enumerate(sorted((release / SDF_DIR).glob(SDF_GLOB))):
         with gzip.open(path, "rt") as handle:
             titles = [line.rstrip("\n") for i, line in enumerate(_records_first_lines(handle))]
         if titles != ids[k * SHARD_ROWS:(k + 1) * SHARD_ROWS]:
             sdf_ok = False
     check("each SDF shard holds its rows in row order, titled by id", sdf_ok, n_shards)
-    manifest = json.loads((release / "MANIFEST.json").read_text())
-    check("release manifest has only the allowed keys", set(manifest) <= ALLOWED_MANIFEST_KEYS, sorted(set(manifest) - ALLOWED_MANIFEST_KEYS))
-    needles = [hex(seed)[2:].encode(), str(seed).encode(), *[name.encode() for name in SEALED_NAMES]]
+    manifest = json.loads((release / bundle.MANIFEST).read_text())
+    check("release manifest has only the allowed keys", set(manifest) <= RELEASE_MANIFEST_KEYS, sorted(set(manifest) - RELEASE_MANIFEST_KEYS))
+    needles = [hex(seed)[2:].encode(), str(seed).encode(), *[name.encode() for name in SEALED_FILES]]
     found = []
     for path in sorted(p for p in release.rglob("*") if p.is_file()):
         data = path.read_bytes()
@@ -99,7 +97,7 @@ def audit(world_dir) -> dict:
             if needle in data:
                 found.append(f"{path.name}: {needle[:12].decode()}")
     check("no release file holds the seed or a sealed file name", not found, found[:5])
-    readme = (release / "README.md").read_text()
+    readme = (release / README).read_text()
     numbers = re.findall(r"-?\d+\.\d{3,}", readme)
     check("the README holds no score-like number", not numbers, numbers[:5])
     return {"world_id": oracle["world_id"], "kind": "screening", "checks": checks, "ok": all(c["ok"] for c in checks)}

@@ -16,15 +16,15 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 
-from ..executor import log, make_executor
-from ..manifest import MANIFEST, build_manifest
+from .. import buildrecord
+from ..bundle import MANIFEST, RELEASE, SEALED
+from ..graph.executor import log, make_executor
+from ..graph.progress import Progress, merge
+from ..manifest import build_manifest
 from ..outputs import Output
-from ..timing import merge
-from .config import BLOCK_SIZE, KIND, ScreeningResolved, world_determining
+from .bundle import KIND, LIBRARY, README, RELEASE_FORMAT
+from .config import BLOCK_SIZE, ScreeningResolved, world_determining
 from .stages import COMPONENTS, shard_bounds, shard_task
-
-RELEASE_FORMAT = "screening/1"
-
 
 def _prepare_work(output: Output, resolved: ScreeningResolved) -> bool:
     """Keep ``.build/`` only for the same world-determining config (then finished shards are reused)."""
@@ -53,9 +53,7 @@ def build(resolved: ScreeningResolved, executor=None, progress: bool = True) -> 
 
     cfg = resolved.cfg
     world = cfg.world
-    t_start = time.perf_counter()
-    from ..build import Progress  # the biobank build's per-stage progress and timings
-
+    t_start, wall0, cpu0 = time.perf_counter(), time.time(), time.process_time()
     prog = Progress(world.id, progress)
     prog.start("plan")
     n = resolved.n
@@ -69,7 +67,7 @@ def build(resolved: ScreeningResolved, executor=None, progress: bool = True) -> 
 
         if cfg.cluster.kind == "address" and not output.shared_between_processes:
             raise ConfigError(f"out: {cfg.out!r} lives inside this process; valid with cluster=address: a shared filesystem URL")
-        executor = make_executor(cfg.cluster, processes=output.shared_between_processes)
+        executor = make_executor(cfg.cluster, processes=output.shared_between_processes, announce=progress)
     timings: dict = {}
     try:
         output.rm(posixpath.join(output.release, MANIFEST))
@@ -106,23 +104,26 @@ def build(resolved: ScreeningResolved, executor=None, progress: bool = True) -> 
         from .writers import release_readme
 
         _assemble_library(output, len(bounds))
-        output.write_text(posixpath.join(output.release, "README.md"), release_readme(resolved.sizes, len(bounds)))
+        output.write_text(posixpath.join(output.release, README), release_readme(resolved.sizes, len(bounds)))
         output.write_json(posixpath.join(output.sealed, MANIFEST),
-                          build_manifest(output, output.sealed, extra={"world_id": world.id, "bundle": "sealed", "kind": KIND}))
+                          build_manifest(output, output.sealed, extra={"world_id": world.id, "bundle": SEALED, "kind": KIND}))
         prog.start("manifest")
         output.rm(output.work)
         manifest = build_manifest(output, output.release, known=known,
-                                  extra={"bundle": "release", "kind": KIND, "release_format": RELEASE_FORMAT,
+                                  extra={"bundle": RELEASE, "kind": KIND, "release_format": RELEASE_FORMAT,
                                          "scale": str(cfg.scale.name), "conformations": n})
         output.write_json(posixpath.join(output.release, MANIFEST), manifest)
         prog.stop()
+        record = buildrecord.write(output, buildrecord.make(resolved, output, prog, timings, executor.n_workers, wall0,
+                                                            cpu0, manifest))
     finally:
+        prog.stop()
         if own_executor:
             executor.close()
     return {
         "world": world.id, "kind": KIND, "release": output.release, "sealed": output.sealed,
         "seconds": time.perf_counter() - t_start, "stages": prog.stages, "task_seconds": timings,
-        "bytes": manifest["total_bytes"], "files": manifest["n_files"], "conformations": n,
+        "bytes": manifest["total_bytes"], "files": manifest["n_files"], "conformations": n, "record": record,
     }
 
 
@@ -131,7 +132,7 @@ def _assemble_library(output: Output, n_shards: int) -> None:
     one part in memory at a time; written under .wip and renamed when complete)."""
     import io
 
-    path = posixpath.join(output.release, "library.parquet")
+    path = posixpath.join(output.release, LIBRARY)
     tmp = path + ".wip"
     with output.fs.open(tmp, "wb") as handle:
         writer = None

@@ -9,11 +9,14 @@ any other world; ``scale=tiny|small|paper`` sets the library size (10,000 /
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from omegaconf import MISSING, OmegaConf
+
+from ..config_rules import CHOICE, CUSTOM, FIELD_RULES as SHARED_RULES, INT, NAME, NUM, PAIR, _need, check_kind_config, \
+    register_world_rules
+from ..config_schema import ConfigError
 
 KIND = "screening"
 SCALE_CONFORMATIONS = {"tiny": 10_000, "small": 100_000, "paper": 1_000_000}
@@ -79,8 +82,61 @@ class ScreeningWorldConfig:
     score: ScoreConfig = field(default_factory=ScoreConfig)
 
 
+def _semi_axes(name: str, v) -> None:
+    vals = list(v) if OmegaConf.is_list(v) or isinstance(v, (list, tuple)) else []
+    ok = len(vals) == 3 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 2.0 <= x <= 30.0 for x in vals)
+    if not ok:
+        raise ConfigError(f"{name}: {vals or v!r} is invalid; valid: three lengths in [2, 30] (Å)")
+
+
+def _pocket_rules(prefix: str) -> dict:
+    return {
+        f"{prefix}.n_points": INT(1, 64, why="feature points of the pocket"),
+        f"{prefix}.semi_axes": CUSTOM(_semi_axes, why="three lengths in [2, 30] (Å)"),
+        f"{prefix}.point_depth": PAIR(0.0, 1.0, why="fractions of the semi-axes"),
+        f"{prefix}.point_sigma": PAIR(0.2, 5.0, why="Å"),
+        f"{prefix}.point_weight": PAIR(0.0, 10.0),
+        f"{prefix}.excluded": INT(0, 1000, why="excluded-volume spheres"),
+        f"{prefix}.excluded_radius": NUM(0.5, 5.0, why="Å"),
+        f"{prefix}.excluded_weight": NUM(0.0, 100.0, why="penalty per Å² of overlap"),
+        f"{prefix}.opening": NUM(-1.0, 1.0, why="a fraction of the semi-axis"),
+    }
+
+
+def _world_rules() -> dict:
+    """The rule of every ``world.*`` field of a screening world (``pipeline.config_rules``)."""
+    return {
+        "world.id": NAME,
+        "world.kind": CHOICE(KIND),
+        "world.seed": SHARED_RULES["world.seed"],
+        "world.conformations": INT(1000, 5_000_000, optional=True, why="null = the scale's size"),
+        "world.budget_fraction": NUM(0, 1, lo_open=True, why="share of the library an agent may label"),
+        "world.top_fraction": NUM(0, 0.5, lo_open=True),
+        "world.submission_fraction": NUM(0, 0.5, lo_open=True),
+        "world.max_submissions": INT(1, 100),
+        "world.time_limit_hours": NUM(0, 1000, lo_open=True),
+        **_pocket_rules("world.pocket"),
+        **_pocket_rules("world.offtarget"),
+        "world.docking.starts": INT(1, 10_000),
+        "world.docking.steps": INT(0, 10_000),
+        "world.docking.spread": NUM(0, 20, why="Å"),
+        "world.docking.step_angle": NUM(0, 180, why="degrees"),
+        "world.docking.step_shift": NUM(0, 10, why="Å"),
+        "world.score.hidden_share": NUM(0, 1, hi_open=True, why="1 leaves no structure to find"),
+        "world.score.offtargets": INT(0, 8),
+        "world.score.offtarget_weight": NUM(0, 10),
+        "world.score.offtarget_threshold": NUM(-10, 10),
+        "world.score.property_weight": NUM(0, 10),
+    }
+
+
+#: Every rule of a screening config: the shared scale/cluster/release/... rules and the world's.
+FIELD_RULES: dict = register_world_rules(KIND, ScreeningWorldConfig, _world_rules())
+
+
 def register(cs) -> None:
-    """Register the schema in Hydra's ConfigStore (called from pipeline.config.register_configs)."""
+    """Register the schema in Hydra's ConfigStore (``pipeline.config_schema.register_configs``
+    calls this through ``pipeline.kinds``)."""
     cs.store(group="world", name="base_screening_world", node=ScreeningWorldConfig)
 
 
@@ -127,93 +183,25 @@ def is_screening(cfg) -> bool:
     return OmegaConf.select(cfg, "world.kind", default=None) == KIND
 
 
-def _need(cond: bool, msg: str) -> None:
-    from ..config import ConfigError
-
-    if not cond:
-        raise ConfigError(msg)
-
-
-def _num(name: str, value, lo, hi, lo_open=False, integer=False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value > lo if lo_open else value >= lo) and value <= hi and (not integer or float(value).is_integer())
-    kind = "integer" if integer else "number"
-    _need(ok, f"{name}: {value!r} is out of range; valid: {kind} in {'(' if lo_open else '['}{lo}, {hi}]")
-
-
-def _pair(name: str, value, lo, hi) -> None:
-    _need(len(value) == 2 and all(isinstance(v, (int, float)) for v in value) and lo <= value[0] <= value[1] <= hi,
-          f"{name}: {list(value)!r} is invalid; valid: [low, high] with {lo} <= low <= high <= {hi}")
-
-
-def _pocket(prefix: str, p) -> None:
-    _num(f"{prefix}.n_points", p.n_points, 1, 64, integer=True)
-    _need(len(p.semi_axes) == 3 and all(isinstance(v, (int, float)) and 2.0 <= v <= 30.0 for v in p.semi_axes),
-          f"{prefix}.semi_axes: {list(p.semi_axes)!r} is invalid; valid: three lengths in [2, 30] Å")
-    _pair(f"{prefix}.point_depth", p.point_depth, 0.0, 1.0)
-    _pair(f"{prefix}.point_sigma", p.point_sigma, 0.2, 5.0)
-    _pair(f"{prefix}.point_weight", p.point_weight, 0.0, 10.0)
-    _num(f"{prefix}.excluded", p.excluded, 0, 1000, integer=True)
-    _num(f"{prefix}.excluded_radius", p.excluded_radius, 0.5, 5.0)
-    _num(f"{prefix}.excluded_weight", p.excluded_weight, 0.0, 100.0)
-    _num(f"{prefix}.opening", p.opening, -1.0, 1.0)
-
-
 def validate(cfg, seed_file_text: Optional[str] = None) -> ScreeningResolved:
-    """Check every field of a screening config before any compute."""
-    from ..config import CLUSTER_KINDS, ConfigError, _lookup_seed
-    from ..seeds import SeedError, parse_seed
-    from .fragments import ROUTES
+    """Check every field before any compute (one line naming the field, the value and what
+    is valid), then the rules that involve several fields; return a frozen config."""
+    from ..config import world_seed
 
+    check_kind_config(cfg, KIND)
     w, c = cfg.world, cfg.cluster
     scale = str(cfg.scale.name)
     if w.conformations is None:
         _need(scale in SCALE_CONFORMATIONS,
               f"scale: {scale!r} has no screening size; valid: {', '.join(SCALE_CONFORMATIONS)} (or set world.conformations)")
-    else:
-        _num("world.conformations", w.conformations, 1000, 5_000_000, integer=True)
     n = conformations(cfg)
-    _need(w.kind == KIND, f"world.kind: {w.kind!r}; valid: {KIND}")
-    _num("world.budget_fraction", w.budget_fraction, 0.0, 1.0, lo_open=True)
-    _num("world.top_fraction", w.top_fraction, 0.0, 0.5, lo_open=True)
-    _num("world.submission_fraction", w.submission_fraction, 0.0, 0.5, lo_open=True)
-    _num("world.max_submissions", w.max_submissions, 1, 100, integer=True)
-    _num("world.time_limit_hours", w.time_limit_hours, 0.0, 1000.0, lo_open=True)
     s = sizes(w, n)
     _need(s["top_k"] <= s["submission_size"] <= n,
-          f"world.submission_fraction: {s['submission_size']} ids per submission with top-K {s['top_k']} of {n}; valid: top-K <= submission size <= conformations")
-    _pocket("world.pocket", w.pocket)
-    _pocket("world.offtarget", w.offtarget)
-    d = w.docking
-    _num("world.docking.starts", d.starts, 1, 10_000, integer=True)
-    _num("world.docking.steps", d.steps, 0, 10_000, integer=True)
-    _num("world.docking.spread", d.spread, 0.0, 20.0)
-    _num("world.docking.step_angle", d.step_angle, 0.0, 180.0)
-    _num("world.docking.step_shift", d.step_shift, 0.0, 10.0)
-    sc = w.score
-    _num("world.score.hidden_share", sc.hidden_share, 0.0, 1.0, lo_open=False)
-    _need(sc.hidden_share < 1.0, f"world.score.hidden_share: {sc.hidden_share!r}; valid: number in [0, 1) (1 leaves no structure to find)")
-    _num("world.score.offtargets", sc.offtargets, 0, 8, integer=True)
-    _num("world.score.offtarget_weight", sc.offtarget_weight, 0.0, 10.0)
-    _num("world.score.offtarget_threshold", sc.offtarget_threshold, -10.0, 10.0)
-    _num("world.score.property_weight", sc.property_weight, 0.0, 10.0)
-    _need(c.kind in CLUSTER_KINDS, f"cluster.kind: {c.kind!r} is unknown; valid: {', '.join(CLUSTER_KINDS)}")
+          f"world.submission_fraction: {s['submission_size']} ids per submission with top-K {s['top_k']} of {n}; "
+          "valid: top-K <= submission size <= conformations")
     if c.kind == "address":
-        _need(bool(c.address) and "://" in str(c.address), f"cluster.address: {c.address!r} is invalid; valid: a scheduler URL such as tcp://host:8786")
-    if c.n_workers is not None:
-        _need(isinstance(c.n_workers, int) and c.n_workers >= 1, f"cluster.n_workers: {c.n_workers!r}; valid: integer >= 1 or null")
-    _need(abs(sum(r.weight for r in ROUTES) - 1.0) < 1e-9, "fragments.ROUTES: route weights do not sum to 1")
-
-    seed_value, field_name = w.seed, "world.seed"
-    if seed_value is None:
-        field_name = f"seeds[{w.id}]"
-        if seed_file_text is None:
-            raise ConfigError(f"world.seed: world {w.id!r} carries no seed (held-out); valid: pass seeds=<path or URL> to a sealed seed file")
-        seed_value = _lookup_seed(seed_file_text, w.id)
-    try:
-        seed = parse_seed(seed_value, field_name)
-    except SeedError as exc:
-        raise ConfigError(str(exc)) from None
+        _need(c.address is not None, "cluster.address: null with cluster.kind=address; valid: a scheduler URL such as tcp://host:8786")
+    seed = world_seed(w, seed_file_text)
     OmegaConf.set_readonly(cfg, True)
     return ScreeningResolved(cfg=cfg, seed=seed)
 

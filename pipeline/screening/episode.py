@@ -33,8 +33,11 @@ from typing import Optional
 
 from ..agents.base import Agent, EpisodeInfo, Observation
 from ..harness import sandbox as sandbox_mod
-from ..harness.episode import EpisodeError, _listing, _prepare_episode_dir, extract_code
+from .. import bundle
+from ..harness.episode import EpisodeError, _prepare_episode_dir, extract_code
+from ..harness.work import work_listing
 from . import prompt as prompt_mod
+from .bundle import ORACLE, is_screening_world
 from .oracle import LabelOracle
 from .score import score_episode
 
@@ -56,15 +59,6 @@ def runtime_text() -> str:
 
     dirs = [d for d in site.getsitepackages() if os.path.isdir(d)]
     return f"import sys; sys.path[:0] = [d for d in {dirs!r} if d not in sys.path]\n" + RUNTIME.read_text(encoding="utf-8")
-
-
-def is_screening_world(world_dir) -> bool:
-    """Whether ``world_dir`` holds a screening world (its release manifest says so)."""
-    path = Path(world_dir) / "release" / "MANIFEST.json"
-    try:
-        return json.loads(path.read_text()).get("kind") == "screening"
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def _read_batches(path: Path) -> tuple[list, int]:
@@ -99,10 +93,10 @@ class ScreeningEpisode:
         if mode not in MODES:
             raise EpisodeError(f"mode={mode!r}: invalid; valid: {', '.join(MODES)}")
         self.world = Path(world_dir).resolve()
-        self.release, self.sealed = self.world / "release", self.world / "sealed"
+        self.release, self.sealed = self.world / bundle.RELEASE, self.world / bundle.SEALED
         if not is_screening_world(self.world):
             raise EpisodeError(f"world_dir={world_dir}: not a built screening world (release/MANIFEST.json kind)")
-        spec = json.loads((self.sealed / "oracle.json").read_text())
+        spec = json.loads((self.sealed / ORACLE).read_text())
         self.world_id = spec["world_id"]
         self.mode = mode
         self.max_turns = int(max_turns or MODES[mode]["turns"])
@@ -119,11 +113,10 @@ class ScreeningEpisode:
         self.work.mkdir()
         self.ledger_path = self.dir / "ledger.jsonl"
         self.transcript_path = self.dir / "transcript.json"
+        # a screening program gets this package's prelude (label requests, submissions) instead of the biobank one
         self.sandbox = sandbox_mod.Sandbox(self.release, self.work, self.dir / "sandbox",
-                                           protected=[self.sealed, self.dir, self.world], isolation=isolation)
-        # The sandbox copies the biobank prelude; a screening program gets this package's instead.
-        # (Lead: a `runtime=` argument to Sandbox would make this overwrite unnecessary.)
-        (self.sandbox.lib / sandbox_mod.RUNTIME_NAME).write_text(runtime_text(), encoding="utf-8")
+                                           protected=[self.sealed, self.dir, self.world], isolation=isolation,
+                                           runtime=runtime_text())
         self.turns: list = []
         self.delivered: dict = {}  # id -> (score, turn)
         self.results: list = []
@@ -258,7 +251,7 @@ class ScreeningEpisode:
                 parts.append("--- stderr ---\n" + run.stderr.rstrip())
             if label_notes or sub_notes:
                 parts.append("--- oracle ---\n" + "\n".join(label_notes + sub_notes))
-            parts.append("--- WORK ---\n" + "\n".join(_listing(self.work)))
+            parts.append("--- WORK ---\n" + "\n".join(work_listing(self.work)))
             clock = "" if st["seconds_left"] is None else f" Time left: {st['seconds_left'] / 3600:.2f} h."
             parts.append(f"--- status ---\nLabels remaining: {st['labels_remaining']:,}. Submissions left: "
                          f"{st['submissions_left']}. Best so far: {st['best_score']:.1f} %. Turns remaining: {left}.{clock}")
@@ -266,7 +259,7 @@ class ScreeningEpisode:
             obs = Observation(turn=turn + 1, text=text, kind="result", turns_remaining=left,
                               budget_remaining=float(self.oracle.remaining), code=code, status=status,
                               returncode=run.returncode, stdout=run.stdout, stderr=run.stderr,
-                              work_listing=tuple(_listing(self.work)))
+                              work_listing=tuple(work_listing(self.work)))
             record.update(observation=text, status=status, run_s=run.duration, oracle=label_notes + sub_notes)
             self.turns.append(record)
             self._save_transcript()

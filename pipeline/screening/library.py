@@ -21,6 +21,7 @@ import numpy as np
 from .. import seeds
 from .config import BLOCK_SIZE
 from .fragments import ROUTES, RULE_INDEX, RULES, SynthonTable
+from .streams import CONFORMER, ROUTE, SPACE
 
 _TOKEN = re.compile(r"(\[[^\]]*\]|%\d\d|\d|.)")
 
@@ -94,7 +95,7 @@ def plan(seed: int, n: int, table: SynthonTable) -> Plan:
     route = np.empty(n, dtype=np.int8)
     for b in range((n + BLOCK_SIZE - 1) // BLOCK_SIZE):
         lo, hi = b * BLOCK_SIZE, min(n, (b + 1) * BLOCK_SIZE)
-        u = seeds.stream(seed, "screening/route", b).random(hi - lo)
+        u = seeds.stream(seed, ROUTE, b).random(hi - lo)
         route[lo:hi] = np.minimum(np.searchsorted(cum, u, side="right"), len(ROUTES) - 1)
     pools = route_pools(table)
     sizes = space_sizes(table)
@@ -106,7 +107,7 @@ def plan(seed: int, n: int, table: SynthonTable) -> Plan:
         if len(rows) > sizes[r]:
             raise ValueError(f"world.conformations: {n} rows need {len(rows)} {ROUTES[r].name} molecules but the catalogue "
                              f"holds {sizes[r]}; valid: at most about {int(sizes[r] / ROUTES[r].weight):,} conformations")
-        keys = seeds.stream(seed, f"screening/space/{ROUTES[r].name}").integers(0, 2**63, 6, dtype=np.uint64)
+        keys = seeds.stream(seed, SPACE.format(route=ROUTES[r].name)).integers(0, 2**63, 6, dtype=np.uint64)
         index = feistel(np.arange(len(rows), dtype=np.uint64), sizes[r], keys)
         # mixed radix: the last slot varies fastest
         for s in range(len(pool) - 1, -1, -1):
@@ -255,7 +256,7 @@ def conformer_choice(seed: int, lo: int, hi: int, synthon: np.ndarray, table: Sy
     for b in range(first, (hi - 1) // BLOCK_SIZE + 1):
         b_lo, b_hi = max(lo, b * BLOCK_SIZE), min(hi, (b + 1) * BLOCK_SIZE)
         # draws for the whole block, so a row's value does not depend on the task's bounds
-        u = seeds.stream(seed, "screening/conformer", b).random((BLOCK_SIZE, 3))
+        u = seeds.stream(seed, CONFORMER, b).random((BLOCK_SIZE, 3))
         rows = np.arange(b_lo, b_hi)
         part = synthon[rows - lo]
         valid = part >= 0

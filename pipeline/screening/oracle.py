@@ -21,7 +21,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from .sealed import read_sealed
+from .bundle import read_sealed
 
 LEDGER_FORMAT = "screening-ledger/1"
 _ID = re.compile(r"^C(\d{6,7})$")

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import seeds
 from .fragments import FEATURES
+from .streams import HIDDEN, POCKET
 
 # How often each feature type is drawn for a target point (hydrophobic and
 # aromatic contacts dominate real pockets; charges are rare).
@@ -44,7 +45,7 @@ def _rotation(rng: np.random.Generator) -> np.ndarray:
 
 def sample_pocket(seed: int, name: str, pc) -> dict:
     """One pocket from its named stream and config (``world.pocket`` or ``world.offtarget``)."""
-    rng = seeds.stream(seed, f"screening/pocket/{name}")
+    rng = seeds.stream(seed, POCKET.format(pocket=name))
     axes = np.array(pc.semi_axes, dtype=float)
     rot = _rotation(rng)
     # feature points inside the cavity
@@ -120,7 +121,7 @@ def softplus(x: np.ndarray) -> np.ndarray:
 
 def hidden_noise(seed: int, n: int, block: int) -> np.ndarray:
     """The per-molecule term of rows block*1000.., from its own stream (unpredictable by design)."""
-    return seeds.stream(seed, "screening/hidden", block).standard_normal(n)
+    return seeds.stream(seed, HIDDEN, block).standard_normal(n)
 
 
 def combine(components: dict, noise: np.ndarray, sc) -> dict:

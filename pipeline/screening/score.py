@@ -17,9 +17,8 @@ from typing import Optional
 
 import numpy as np
 
-from .config import KIND
+from .bundle import KIND, read_sealed
 from .oracle import parse_ids
-from .sealed import read_sealed
 
 SCORE_FORMAT = "screening-score/1"
 

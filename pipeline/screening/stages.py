@@ -23,6 +23,7 @@ import numpy as np
 from .. import seeds
 from ..outputs import Output
 from .config import SHARD_ROWS
+from .streams import ASSEMBLE, DOCK
 
 COMPONENTS = ("target", "offtarget_1", "offtarget_2", "offtarget_3", "logp", "mw", "donors", "heavy_atoms",
               "min_distance", "route")
@@ -52,13 +53,13 @@ def poses(seed: int, lo: int, synthon: np.ndarray, route: np.ndarray, table, tar
     n_slots = (synthon >= 0).sum(axis=1).astype(np.int64)
     xyz_asm = np.empty((int(sp.atom_offset[-1]), 3))
     min_d = np.empty(m)
-    assemble(seeds.block_key(seed, "screening/assemble"), rows, synthon.astype(np.int64), conf, n_slots, tors, n_tors,
+    assemble(seeds.block_key(seed, ASSEMBLE), rows, synthon.astype(np.int64), conf, n_slots, tors, n_tors,
              table.atom_offset, table.conf_offset, table.conf_atom_offset, table.coords, table.up_attach,
              table.up_neighbour, table.up_ref, table.down_attach, table.down_ref, sp.atom_offset, xyz_asm, min_d)
     xyz = np.ascontiguousarray(xyz_asm[sp.assembly_index])
     posed = np.empty_like(xyz)
     docked = np.empty(m)
-    dock(seeds.block_key(seed, "screening/dock"), rows, xyz, sp.atom_offset, sp.bits, int(docking["starts"]),
+    dock(seeds.block_key(seed, DOCK), rows, xyz, sp.atom_offset, sp.bits, int(docking["starts"]),
          int(docking["steps"]), float(docking["spread"]), float(docking["step_angle"]), float(docking["step_shift"]),
          *kernel_args(target), posed, docked)
     posed = np.round(posed, COORD_DECIMALS)

@@ -5,40 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
+from scipy import stats
 
+from ..ld import expected_haplotype_r
 from ..world import AF_A, AF_B, AF_FLOOR, AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, CENTRE_CODES, MALE_P
 from .core import Check, band, targets
 
 GROUP = "calibration"
-
-
-def bivariate_normal_cdf(h, k, rho):
-    """Phi2(h, k; rho), vectorised through Owen's T function."""
-    h, k, rho = (np.atleast_1d(x).astype(float) for x in np.broadcast_arrays(h, k, rho))
-    out = np.empty(h.shape)
-    s = np.sqrt(1.0 - rho * rho)
-    ph, pk = special.ndtr(h), special.ndtr(k)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ah = (k - rho * h) / (h * s)
-        ak = (h - rho * k) / (k * s)
-    th = np.where(h == 0, 0.0, special.owens_t(h, np.nan_to_num(ah)))
-    tk = np.where(k == 0, 0.0, special.owens_t(k, np.nan_to_num(ak)))
-    delta = np.where((h * k < 0) | ((h * k == 0) & (h + k < 0)), 0.5, 0.0)
-    out[:] = 0.5 * (ph + pk) - th - tk - delta
-    # exact special cases Owen's T mishandles
-    zero = (h == 0) & (k == 0)
-    out[zero] = 0.25 + np.arcsin(rho[zero]) / (2 * np.pi)
-    indep = rho == 0
-    out[indep] = ph[indep] * pk[indep]
-    return out if out.size != 1 else out.reshape(np.shape(out))
-
-
-def expected_haplotype_r(q1, q2, rho):
-    """Correlation of two ALT indicators thresholded from latent normals with correlation rho."""
-    t1, t2 = special.ndtri(q1), special.ndtri(q2)
-    p11 = bivariate_normal_cdf(t1, t2, rho)
-    return (p11 - q1 * q2) / np.sqrt(q1 * (1 - q1) * q2 * (1 - q2))
 
 
 def allele_frequencies(hap: np.ndarray) -> np.ndarray:
@@ -209,8 +182,16 @@ def checks(world) -> tuple[list, dict]:
     h2 = np.asarray(hid["protein_h2"])
     lss = np.asarray(hid["protein_loading_ss"])
     trans = np.asarray([v is not None for v in hid["protein_trans_variant"]])
-    # the covariate terms' variance including their covariances (BMI depends on age and sex)
-    cov_var = float(np.var(0.01 * age + 0.10 * male + 0.02 * bmi))
+    # the covariate terms' variance including their covariances (BMI depends on age and sex):
+    # each protein's own coefficients when the sealed model lists them (pipeline.pathways)
+    coefs = (hid.get("protein_covariates") or {}).get("coef")
+    if coefs:
+        smoking = np.clip(np.nan_to_num(world.covariates["p20116_i0"].to_numpy(float)), 0, 1)
+        x = np.column_stack([age, male, bmi, smoking])
+        x = x - x.mean(axis=0)
+        cov_var = np.einsum("ij,jk,ik->i", np.asarray(coefs), x.T @ x / len(x), np.asarray(coefs))
+    else:
+        cov_var = float(np.var(0.01 * age + 0.10 * male + 0.02 * bmi))
     r_exp_all = np.sqrt(h2) / np.sqrt(h2 + 0.01 * trans + lss + cov_var + 0.64)
     diffs, ses = [], []
     pids = list(prot.columns)

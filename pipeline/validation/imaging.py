@@ -11,7 +11,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from .core import Check, at_least, band
+from .. import bundle
+from .core import Check, at_least, band, underpowered
 from .stats import ridge_cv
 
 G = "imaging"
@@ -38,7 +39,7 @@ MEASURABILITY = (("ed_cavity_area_px", "render_lv_edv_ml"), ("area_emptying", "e
 
 def _features(world) -> pd.DataFrame | None:
     """The baseline pipeline's features of the baseline scans (sealed, measured at build time)."""
-    path = os.path.join(world.sealed, "imaging_features.parquet")
+    path = os.path.join(world.sealed, bundle.IMAGING_FEATURES)
     return pd.read_parquet(path) if os.path.exists(path) else None
 
 
@@ -122,7 +123,7 @@ def checks(world) -> tuple[list, dict]:
                                                                              if r_best.max() > b_all else ""), level="calibration"))
 
     # measurability: pixel-measured features vs generating traits
-    hp = pd.read_parquet(os.path.join(world.sealed, "hidden_participants.parquet")).reindex(feats.index)
+    hp = bundle.read_sealed(world.sealed, bundle.HIDDEN_PARTICIPANTS).reindex(feats.index)
     if "render_lv_edv_ml" in hp:
         hp["ef"] = 1 - hp["render_lv_esv_ml"] / hp["render_lv_edv_ml"]
         for fname, tname in MEASURABILITY:
@@ -263,10 +264,13 @@ def visit2_checks(world, f2: pd.DataFrame, arche: str) -> list:
         if abs(a) < 0.25:
             continue
         r = np.corrcoef(f2[feat].to_numpy(), Ll)[0, 1]
-        if abs(a) * 0.8 * np.sqrt(n) < 5:  # underpowered at this scale
+        name = f"visit 2 rendered with the world's own archetype: sign of r({feat}, L_late)"
+        if abs(a) * 0.8 * np.sqrt(n) < 5:
+            out.append(underpowered(name, G, abs(a) * 0.8 * np.sqrt(n), 5.0, f"{arche.upper()} loading {a:+.2f}; n = {n}",
+                                    source="SPEC section 9 (defect fixed)", level="fidelity"))
             continue
         ok = np.sign(r) == np.sign(a) and abs(r) * np.sqrt(n) >= 3
-        out.append(Check(f"visit 2 rendered with the world's own archetype: sign of r({feat}, L_late)", G, float(r), None,
+        out.append(Check(name, G, float(r), None,
                          0.0 if a > 0 else None, 0.0 if a < 0 else None, bool(ok), "SPEC section 9 (defect fixed)",
                          f"{arche.upper()} loading {a:+.2f}; n = {n}", level="fidelity"))
     return out

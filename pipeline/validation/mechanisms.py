@@ -5,23 +5,24 @@ fidelity  the mechanism measured with the sealed latent and hidden variables
           within k standard errors.  Targets are the supplement's values, not
           the world's config, so a world with a mechanism switched off fails.
 analyst   the trap as an analyst sees it, computed from the release only (the
-          truth says which protein to look at).  Some traps are weak by design;
+          truth says which protein to look at; module ``analyst``).  Some traps are weak by design;
           an analyst check whose expected test statistic at this world's scale
           is below ``MIN_POWER_Z`` is reported as underpowered (skipped), with
           the expected statistic, instead of failing: at paper scale they run.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from .. import bundle
 from ..config import A9Params, HardParams, T1Params, T2Params, T3Params, T6Params, T7Params, T8Params, T9Params
+from ..ld import LINK_R2, expected_haplotype_r
+from ..modalities.phenotypes import ARCHETYPE_LOADINGS, T8_IMAGING_C, TEXTURE_LOADINGS, TRAITS
 from ..world import (CARDIAC_L, CENTRE_CODES, L_AGE,
                      L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS)
-from .core import Check, at_least, band
+from .core import Check, at_least, band, underpowered
 from .stats import corr_z, ols, poisson, ridge_cv, standardise
 
 K_SE = 4.0  # fidelity tolerance in standard errors
@@ -38,21 +39,21 @@ def _fid(name, group, est, se, target, scale=1.0, source="", detail=""):
     return band(name, group, est * scale, target, half, source, detail, se=se * abs(scale), level="fidelity")
 
 
-def _skip(name, group, expected_z, detail="") -> Check:
-    return Check(name, group, float("nan"), None, None, None, True, "power calculation from S1 equations",
-                 f"underpowered at this scale: expected |z| = {expected_z:.1f} < {MIN_POWER_Z}. {detail}",
-                 level="analyst", skipped=True)
+def _skip(name: str, group: str, expected_z: float, detail: str = "") -> Check:
+    return underpowered(name, group, expected_z, MIN_POWER_Z, detail)
 
 
 class Ctx:
     """Everything the checks share, loaded once."""
+
+    G = "mechanisms"
 
     def __init__(self, world):
         self.w = world
         self.truth = world.truth
         self.hid = world.hidden
         self.roles = world.hidden["roles"]
-        self.hp = pd.read_parquet(os.path.join(world.sealed, "hidden_participants.parquet"))
+        self.hp = bundle.read_sealed(world.sealed, bundle.HIDDEN_PARTICIPANTS)
         self.lat = world.latent
         self.L = self.lat["latent"].to_numpy()
         self.Ll = self.lat["latent_late"].to_numpy()
@@ -65,12 +66,19 @@ class Ctx:
         self.smoking = self.cov["p20116_i0"].to_numpy(float).clip(0, 1)
         self.sex = self.cov["p31_i0"].to_numpy(float)
         self.imaged = self.cov["imaged"].to_numpy(bool)
+        r = self.roles
+        self.role_ids = set(r["drivers"]) | set(r["decoys"].values()) | {
+            p for p in (r.get("t4_partner"), r.get("a9_partner"), r.get("surrogate")) if p}
 
     def true(self, protein):
         return self.hp[f"true_{protein}"].to_numpy()
 
     def gcis(self, protein):
         return self.hp[f"gcis_{protein}"].to_numpy()
+
+    def systematic(self, protein):
+        """A bias equation's ordinary part other than its residual (sealed)."""
+        return self.hp[f"systematic_{protein}"].to_numpy()
 
     def f(self, p):
         if self.hard:
@@ -188,20 +196,21 @@ def fidelity(c: Ctx) -> list:
     if "T1" in r["decoys"]:
         p = r["decoys"]["T1"]
         y = c.true(p)
-        f1, _, _ = ols(y, [c.hp["z_bmi"].to_numpy(), c.gcis(p)], ["z_bmi", "g"])
+        f1, _, _ = ols(y, [c.hp["z_bmi"].to_numpy(), c.systematic(p)], ["z_bmi", "ordinary"])
         sdp = c.hid["special_raw_sd"][p]
         b, se = f1["z_bmi"]
-        out.append(_fid("T1: decoy loading on z(BMI)", G, b, se, T1Params().bmi_loading, sdp, "S1.4 T1: z[0.55 z(BMI) + sqrt(h2) G + 0.8 eps]"))
+        out.append(_fid("T1: decoy loading on z(BMI)", G, b, se, T1Params().bmi_loading, sdp,
+                        "S1.4 T1 + SPEC: z[ordinary protein + 0.55 z(BMI)] (regressed on the ordinary part)"))
         Xp, nm = c.latent_design([y], ["T1"])
         b, se = ols(L, Xp, nm)[0]["T1"]
         out.append(_fid("T1: decoy has no effect on L given BMI (backdoor only through BMI's own 0.15)", G, b, se, 0.0, sd, "S1.4 T1"))
     if "T2" in r["decoys"]:
         p = r["decoys"]["T2"]
         y = c.true(p)
-        f2, _, _ = ols(y, [L, c.gcis(p)], ["L", "g"])
+        f2, _, _ = ols(y, [L, c.systematic(p)], ["L", "ordinary"])
         b, se = f2["L"]
         out.append(_fid("T2: decoy loading on L", G, b, se, T2Params().latent_loading, c.hid["special_raw_sd"][p],
-                        "S1.4 T2: z[0.50 L + sqrt(h2) G + 0.75 eps]"))
+                        "S1.4 T2 + SPEC: z[ordinary protein + 0.50 L] (regressed on the ordinary part)"))
         rz, z, n = corr_z(c.gcis(p), L)
         out.append(band("T2: decoy's instrument unrelated to L", G, rz, 0.0, Z_NULL / np.sqrt(n), "S1.4 T2: L -> P, not P -> L",
                         se=1 / np.sqrt(n), level="fidelity"))
@@ -216,6 +225,7 @@ def fidelity(c: Ctx) -> list:
         Xp, nm = c.latent_design([c.true(r["t4_partner"])], ["partner"])
         b, se = ols(L, Xp, nm)[0]["partner"]
         out.append(_fid("T4: partner has no effect on L", G, b, se, 0.0, sd, "S1.4 T4"))
+        out.append(_t4_exchangeable(c))
     if "T6" in c.biases:
         tr = _trait_fits(c)
         for k, target in (("edv", T6Params().edv), ("esv", T6Params().esv)):
@@ -232,11 +242,61 @@ def fidelity(c: Ctx) -> list:
         out.append(_fid("T7: the decoy protein itself has no effect on L", G, b, se, 0.0, sd, "S1.4 T7"))
     if r.get("surrogate"):
         out += _t8_fidelity(c)
+    out.append(_unplanned_instruments(c))
     if "T9" in r["decoys"]:
         out += _t9_fidelity(c)
     if r.get("a9_causal"):
         out += _a9_fidelity(c)
     return out
+
+
+def _t4_exchangeable(c: Ctx) -> Check:
+    """SPEC T4: both released members measure one abundance with equal independent noise,
+    so in a joint regression of L on both (other terms of L's equation held) their
+    difference carries nothing: association alone does not identify the driver."""
+    r = c.roles
+    xd = c.w.proteomics[r["t4_causal"]].to_numpy(float)
+    xp = c.w.proteomics[r["t4_partner"]].to_numpy(float)
+    X, names = c.latent_design()
+    keep = [i for i, nm in enumerate(names) if nm != r["t4_causal"]]
+    X = [X[i] for i in keep] + [xd + xp, xd - xp]
+    names = [names[i] for i in keep] + ["sum", "difference"]
+    b, se = ols(c.L, X, names)[0]["difference"]
+    return _fid("T4: driver and partner exchangeable (joint regression of L, coefficient on their difference)", c.G, b, se,
+                0.0, 1.0, "SPEC T4 row: one co-regulated abundance, equal independent noise",
+                f"coefficient on the sum {ols(c.L, X, names)[0]['sum'][0]:+.3f}")
+
+
+def _unplanned_instruments(c: Ctx) -> Check:
+    """SPEC section 4: every instrument that moves L (drivers' cis variants, the T7
+    variant, G_direct) is shared with or linked (expected r^2 > LINK_R2) to no other
+    protein's cis variant, but the planted T4 partner's."""
+    r = c.roles
+    var = c.w.variants
+    index = {v: i for i, v in enumerate(var["id"])}
+    contig = var["contig"].to_numpy()
+    pos = var["position"].to_numpy().astype(float)
+    q = np.clip(c.w.genotypes.mean(axis=0).to_numpy() / 2.0, 1e-4, 1 - 1e-4)
+    decay = 1000.0 * float(c.hid["ld_decay_kb"])
+    pids = list(c.w.proteomics.columns)
+    cis = np.array([index[v] for v in c.hid["protein_cis_variant"]])
+    # (what, owner, variant, the protein allowed to share it)
+    movers = [(f"cis of driver {p}", p, cis[pids.index(p)], r.get("t4_partner") if p == r.get("t4_causal") else None)
+              for p in r["drivers"]]
+    if "T7" in r["decoys"]:
+        movers.append((f"cis of T7 decoy {r['decoys']['T7']}", r["decoys"]["T7"], cis[pids.index(r["decoys"]["T7"])], None))
+    movers.append(("G_direct", None, index[c.hid["direct_variant"]], None))
+    found = []
+    for what, owner, m, allowed in movers:
+        same = contig[cis] == contig[m]
+        rho = np.where(same, np.exp(-np.abs(pos[cis] - pos[m]) / decay), 0.0)
+        r2 = np.square(expected_haplotype_r(q[cis], np.full(len(cis), q[m]), rho))
+        for j in np.flatnonzero((r2 > LINK_R2) | (cis == m)):
+            if pids[j] not in (owner, allowed):
+                found.append(f"{pids[j]} ({'on' if cis[j] == m else f'r2 {r2[j]:.2f} with'} {what})")
+    return Check("instruments: no unplanned protein instrument moves L (shared or linked with r2 > 0.05)", c.G, float(len(found)),
+                 0.0, 0.0, 0.0, not found, "SPEC section 4: cis loci", "; ".join(found[:6]) or
+                 f"{len(movers)} instruments that move L, none shared or linked but the planted T4 partner", level="fidelity")
 
 
 def _trait_fits(c: Ctx) -> dict:
@@ -245,7 +305,15 @@ def _trait_fits(c: Ctx) -> dict:
     if c.roles.get("surrogate"):
         cols.append(c.true(c.roles["surrogate"]))
         names.append("P_T8")
-    return {k: ols(c.hp[f"trait_{k}"].to_numpy(), cols, names)[0] for k in ("edv", "esv", "wall")}
+    return {k: ols(c.hp[f"trait_{k}"].to_numpy(), cols, names)[0] for k in CHANNELS if f"trait_{k}" in c.hp}
+
+
+CHANNELS = list(TRAITS) + ["t1_het", "motion_het"]
+
+
+def disease_direction(archetype: str) -> dict:
+    """alpha_a,k: each imaging channel's loading on L in the archetype."""
+    return dict(zip(TRAITS, ARCHETYPE_LOADINGS[archetype]), **TEXTURE_LOADINGS[archetype])
 
 
 def _t3_fidelity(c: Ctx) -> list:
@@ -306,14 +374,30 @@ def collider_prediction(c: Ctx, P, offset, selected: bool = True) -> float:
 
 
 def _t8_fidelity(c: Ctx) -> list:
+    """The surrogate's imaging effect: each channel's loading on P_T8 (given L and the
+    other terms) is -c_a alpha_a,k, against the archetype's disease direction; c is
+    estimated by weighted least squares over the channels, and what is left off that
+    direction must be noise (chi-square)."""
     G = "mechanisms"
     out = []
     t8 = T8Params()
+    arch = c.truth["archetype"]
+    alpha = disease_direction(arch)
     tr = _trait_fits(c)
-    for k, target in (("edv", t8.edv), ("esv", t8.esv), ("wall", t8.wall)):
-        b, se = tr[k]["P_T8"]
-        out.append(_fid(f"T8: surrogate loading on z({k.upper()}) (better imaging)", G, b, se, target, 1.0,
-                        "S1.3/SPEC: the surrogate lowers cavity size, raises wall thickness and EF"))
+    ks = [k for k in CHANNELS if k in tr]
+    b = np.array([tr[k]["P_T8"][0] for k in ks])
+    se = np.array([tr[k]["P_T8"][1] for k in ks])
+    a = np.array([alpha[k] for k in ks])
+    info = np.sum(a * a / se ** 2)
+    c_hat = -np.sum(a * b / se ** 2) / info
+    se_c = 1.0 / np.sqrt(info)
+    out.append(_fid(f"T8: surrogate's imaging effect against disease ({arch}: delta = -c alpha, c)", G, c_hat, se_c,
+                    T8_IMAGING_C[arch] * t8.imaging, 1.0, "SPEC T8 row: improves imaging in the world's own archetype",
+                    "per channel: " + ", ".join(f"{k} {v:+.3f}" for k, v in zip(ks, b))))
+    chi2 = float(np.sum(((b + c_hat * a) / se) ** 2))
+    limit = float(sps.chi2.ppf(1 - 1e-4, len(ks) - 1))
+    out.append(Check("T8: surrogate's imaging effect off the disease direction (chi-square of the remainder)", G, chi2, float(len(ks) - 1),
+                     None, limit, bool(chi2 <= limit), "SPEC T8 row", f"{len(ks)} channels; limit at p = 1e-4", level="fidelity"))
     fit = _hazard_fit(c)
     for nm, target in (("P_T8", t8.hazard), ("L(t)", CARDIAC_L)):
         b, se = fit[nm]
@@ -408,327 +492,10 @@ def _a9_fidelity(c: Ctx) -> list:
     b, se = fit[r["a9_causal"]]
     out.append(_fid("A9: delayed driver's late effect 0.35 w_late", G, b, se, LATE_DRIVERS * w_late[k], c.sd_late, "S1.3"))
     p = r["a9_partner"]
-    fit, _, _ = ols(c.true(p), [c.Ll, c.gcis(p)], ["L_late", "g"])
+    fit, _, _ = ols(c.true(p), [c.Ll, c.systematic(p)], ["L_late", "ordinary"])
     b, se = fit["L_late"]
     out.append(_fid("A9: partner tracks later disease (loading on L_late)", G, b, se, a9.partner_latent,
-                    c.hid["special_raw_sd"][p], "SPEC: partner = z[0.50 L_late + sqrt(h2) G + 0.75 eps]"))
-    return out
-
-
-# ------------------------------------------------------------------------- analyst view
-
-
-_CENTRED: dict = {}
-
-
-def _lead_variant(geno: pd.DataFrame, y: np.ndarray):
-    """The variant most correlated with ``y`` (an analyst's lead-variant scan).
-    The centred float32 genotype matrix is built once per genotype frame; missing
-    phenotype values are zeroed after centring, which drops them from the sums."""
-    key = id(geno)
-    if key not in _CENTRED:
-        _CENTRED.clear()
-        G = np.array(geno.to_numpy(), dtype=np.float32)  # a writable copy
-        G -= G.mean(axis=0)
-        _CENTRED[key] = (G, np.sqrt((G ** 2).sum(axis=0)))
-    G, norms = _CENTRED[key]
-    ok = np.isfinite(y)
-    yc = np.where(ok, y - np.nanmean(y), 0.0).astype(np.float32)
-    r = (G.T @ yc) / (norms * np.sqrt((yc ** 2).sum()) + 1e-12)
-    j = int(np.argmax(np.abs(r)))
-    return geno.columns[j], float(r[j])
-
-
-def _wald(g, x, y):
-    """Wald ratio beta_GY / beta_GX with a first-order SE; returns (ratio, se, z_gx, z_gy)."""
-    ok = np.isfinite(g) & np.isfinite(x) & np.isfinite(y)
-    g, x, y = g[ok], x[ok], y[ok]
-    fx, _, _ = ols(x, [g], ["g"])
-    fy, _, _ = ols(y, [g], ["g"])
-    bx, sx = fx["g"]
-    by, sy = fy["g"]
-    ratio = by / bx
-    se = abs(sy / bx)
-    return ratio, se, bx / sx, by / sy
-
-
-def analyst(world, c: Ctx) -> list:
-    G = "mechanisms"
-    out = []
-    Y = analyst_phenotype(world)
-    prot = world.proteomics
-    geno = world.genotypes
-    r_yl = np.corrcoef(Y, c.L)[0, 1]
-    out.append(Check("analyst phenotype (ECG+CT ridge on CM/HF diagnoses): |r| with L", G, float(abs(r_yl)), None, None, None,
-                     True, "release-only phenotype used by the analyst checks", "", level="analyst"))
-    n = c.n
-    roles = c.roles
-    h2 = np.asarray(c.hid["protein_h2"])
-    pids = list(prot.columns)
-
-    def expected_gy_z(protein, w):
-        j = pids.index(protein)
-        r_gp = np.sqrt(h2[j] / 1.1)
-        return abs(r_gp * w / c.sd_raw * r_yl) * np.sqrt(n)
-
-    # drivers: cis-MR recovers the sign implied by the truth's direction
-    for prot_id, w, wl in zip(roles["drivers"], roles["weights"], roles["weights_late"]):
-        if prot_id == roles.get("a9_causal"):
-            continue
-        name = f"drivers: cis-MR sign of {prot_id}"
-        # power at the supplement's smallest ordinary weight, so a world whose drivers
-        # do nothing is tested (and fails) rather than skipped
-        ez = expected_gy_z(prot_id, SUPPLEMENT_MIN_WEIGHT)
-        if ez < MIN_POWER_Z:
-            out.append(_skip(name, G, ez))
-            continue
-        x = prot[prot_id].to_numpy(float)
-        lead, _ = _lead_variant(geno, x)
-        ratio, se, zgx, zgy = _wald(geno[lead].to_numpy(float), x, Y)
-        ok = np.sign(ratio) == np.sign(w) and abs(ratio / se) >= Z_SIG
-        out.append(Check(name, G, float(ratio / se), None, Z_SIG if w > 0 else None, -Z_SIG if w < 0 else None, bool(ok),
-                         "S1.2 + cis-MR (Wald ratio)", f"lead {lead}, F={zgx ** 2:.0f}; truth direction {'inhibit' if w > 0 else 'activate'}",
-                         level="analyst"))
-    dec = roles["decoys"]
-    zb = world.covariates["p21001_i0"].to_numpy(float)
-    if "T1" in dec:
-        x = prot[dec["T1"]].to_numpy(float)
-        ez = abs(0.55 / 0.87 * L_BMI / c.sd_raw * r_yl) * np.sqrt(n)
-        if ez < MIN_POWER_Z:
-            out.append(_skip("T1: marginal association vanishing after BMI adjustment", G, ez))
-        else:
-            _, zm, _ = corr_z(x, Y)
-            f_adj, _, _ = ols(Y, [x, zb, world.covariates["p21003_i0"].to_numpy(float), c.sex], ["P", "bmi", "age", "sex"])
-            za = f_adj["P"][0] / f_adj["P"][1]
-            ok = abs(zm) >= Z_SIG and abs(za) < Z_NULL
-            out.append(Check("T1: marginal association vanishing after BMI adjustment", G, float(za), 0.0, -Z_NULL, Z_NULL, bool(ok),
-                             "S1.4 T1", f"marginal z = {zm:+.1f}; BMI-adjusted z = {za:+.1f}", level="analyst"))
-    if "T2" in dec:
-        x = prot[dec["T2"]].to_numpy(float)
-        lead, _ = _lead_variant(geno, x)
-        g = geno[lead].to_numpy(float)
-        ratio, se, zgx, zgy = _wald(g, x, Y)
-        f_obs, _, _ = ols(Y, [x], ["P"])
-        b_obs = f_obs["P"][0]
-        zdiff = (ratio - b_obs) / se
-        # expected size of the MR-vs-observational contrast under the supplement's T2
-        # equation: observational slope over the Wald ratio's SE
-        r_gp = np.sqrt(h2[pids.index(dec["T2"])] / 1.1)
-        ez = abs(T2Params().latent_loading / 0.95 * r_yl) * r_gp * np.sqrt(n)
-        if ez < MIN_POWER_Z:
-            out.append(_skip("T2: strong association with a null instrument", G, ez))
-        else:
-            _, zm, _ = corr_z(x, Y)
-            ok = abs(zm) >= Z_SIG and abs(zgy) < Z_NULL and abs(zdiff) >= Z_SIG
-            out.append(Check("T2: strong association with a null instrument", G, float(zgy), 0.0, -Z_NULL, Z_NULL, bool(ok), "S1.4 T2",
-                             f"observational z = {zm:+.1f}; instrument {lead} (F={zgx ** 2:.0f}) on phenotype z = {zgy:+.1f}; "
-                             f"MR vs observational difference z = {zdiff:+.1f}", level="analyst"))
-    if "T3" in dec:
-        out += _t3_analyst(world, c, Y)
-    if "T4" in c.biases and roles.get("t4_partner"):
-        xd = prot[roles["t4_causal"]].to_numpy(float)
-        xp = prot[roles["t4_partner"]].to_numpy(float)
-        ld, rd = _lead_variant(geno, xd)
-        lp, rp = _lead_variant(geno, xp)
-        ok = ld == lp and min(abs(rd), abs(rp)) * np.sqrt(n) >= 5
-        out.append(Check("T4: one variant moves both members", G, float(ld == lp), 1.0, 1.0, 1.0, bool(ok), "S1.4 T4",
-                         f"lead variants {ld} (r={rd:+.2f}) and {lp} (r={rp:+.2f})", level="analyst"))
-    if "T7" in dec:
-        x = prot[dec["T7"]].to_numpy(float)
-        lead, _ = _lead_variant(geno, x)
-        ratio, se, zgx, zgy = _wald(geno[lead].to_numpy(float), x, Y)
-        ez = abs(T7Params().direct / c.sd_raw * r_yl) * np.sqrt(n)
-        if ez < MIN_POWER_Z:
-            out.append(_skip("T7: the instrument moves disease though the protein is not causal", G, ez))
-        else:
-            ok = abs(zgy) >= Z_SIG and abs(ratio / se) >= Z_SIG
-            out.append(Check("T7: the instrument moves disease though the protein is not causal", G, float(zgy), None, Z_SIG, None,
-                             bool(ok), "S1.4 T7", f"instrument {lead}: MR estimate z = {ratio / se:+.1f} (looks causal); truth: not causal",
-                             level="analyst"))
-            out[-1].passed = bool(ok)
-    if roles.get("surrogate"):
-        out += _t8_analyst(world, c)
-    if "T9" in dec:
-        out += _t9_analyst(world, c, Y, r_yl)
-    if roles.get("a9_causal"):
-        out += _a9_analyst(world, c, Y)
-    return out
-
-
-def _partial_corr(x, y, Z, mask):
-    """corr(x, y) after regressing both on the columns of Z, within ``mask``."""
-    Zm = Z[mask]
-    bx = np.linalg.lstsq(Zm, x[mask], rcond=None)[0]
-    by = np.linalg.lstsq(Zm, y[mask], rcond=None)[0]
-    return float(np.corrcoef(x[mask] - Zm @ bx, y[mask] - Zm @ by)[0, 1])
-
-
-def _t3_analyst(world, c: Ctx, Y) -> list:
-    """Among the imaged, the protein-disease association (adjusted for age, sex, BMI
-    and centre, which also steer imaging) departs from the whole cohort's by the
-    collider shift the selection equation predicts.  The prediction replays the
-    supplement's selection (eta = 1, top fraction imaged) on this cohort's own L,
-    P_sel and covariates with fresh noise, and carries the shift in corr(P, L)
-    to the analyst phenotype's scale by corr(Y, L) given the covariates."""
-    G = "mechanisms"
-    name = "T3: collider shift among the imaged (covariate-adjusted, analyst phenotype)"
-    p = c.roles["decoys"]["T3"]
-    cov = world.covariates
-    x = world.proteomics[p].to_numpy(float)
-    ok = np.isfinite(x)
-    centres = pd.get_dummies(cov["p54_i0"].astype(str)).to_numpy(float)[:, 1:]
-    Z = np.column_stack([np.ones(c.n), cov["p21003_i0"].to_numpy(float), c.sex, cov["p21001_i0"].to_numpy(float).clip(15, 55),
-                         centres])
-    im = c.imaged & ok
-    shift = _partial_corr(x, Y, Z, im) - _partial_corr(x, Y, Z, ok)
-    se = np.sqrt(1 / im.sum() - 1 / ok.sum())
-    t3 = T3Params()
-    centre_idx = pd.Series(range(len(CENTRE_CODES)), index=CENTRE_CODES)[cov["p54_i0"].to_numpy()].to_numpy()
-    anc = cov["p21000_i0"].to_numpy().clip(1, 6) - 1
-    offset = np.asarray(c.hid["centre_selection"])[centre_idx] + np.asarray(c.hid["ancestry_selection"])[anc]
-    Pt = c.true(p)
-    base = (t3.age * c.hp["z_age"].to_numpy() + t3.bmi * c.hp["z_bmi"].to_numpy() + offset
-            + t3.latent * t3.eta * c.L + t3.protein * t3.eta * Pt)
-    rng = np.random.default_rng(0)
-    n_im = int(c.imaged.sum())
-    everyone = np.ones(c.n, dtype=bool)
-    r_all = _partial_corr(Pt, c.L, Z, everyone)
-    shifts = []
-    for _ in range(8):
-        sim = base + t3.noise * rng.standard_normal(c.n)
-        sel = np.zeros(c.n, dtype=bool)
-        sel[np.argsort(-sim)[:n_im]] = True
-        shifts.append(_partial_corr(Pt, c.L, Z, sel) - r_all)
-    r_yl = _partial_corr(Y, c.L, Z, everyone)
-    predicted = float(np.mean(shifts)) * r_yl
-    ez = abs(predicted) / se
-    if ez < MIN_POWER_Z:
-        return [_skip(name, G, ez, f"observed shift {shift:+.4f}")]
-    ok_check = np.sign(shift) == np.sign(predicted) and abs(shift) / se >= Z_SIG and abs(shift - predicted) <= K_SE * se
-    ch = band(name, G, shift, predicted, K_SE * se, "S1.4 T3 selection equation",
-              f"z = {shift / se:+.1f}; predicted shift {predicted:+.4f} (selection replayed 8x; r(Y,L|C) = {r_yl:.2f})",
-              se=se, level="analyst")
-    ch.passed = bool(ok_check)
-    return [ch]
-
-
-def _t9_analyst(world, c: Ctx, Y, r_yl) -> list:
-    G = "mechanisms"
-    p = c.roles["decoys"]["T9"]
-    x = world.proteomics[p].to_numpy(float)
-    site = c.hid["t9_centre_index"]
-    centres = world.covariates["p54_i0"].to_numpy()
-    at = centres == CENTRE_CODES[site]
-    ok_x = np.isfinite(x)
-    sd_in, sd_out = np.std(x[at & ok_x]), np.std(x[~at & ok_x])
-    m_in, m_out = np.mean(x[at & ok_x]), np.mean(x[~at & ok_x])
-    z_mean = (m_in - m_out) / np.sqrt(sd_in ** 2 / (at & ok_x).sum() + sd_out ** 2 / (~at & ok_x).sum())
-    n_in, n_out = (at & ok_x).sum(), (~at & ok_x).sum()
-    z_sd = np.log(sd_in / sd_out) / np.sqrt(1 / (2 * (n_in - 1)) + 1 / (2 * (n_out - 1)))
-    out = [Check("T9: one site on another affine scale (site SD ratio)", G, float(sd_in / sd_out), None, 1.5, None,
-                 bool(z_sd >= 5 and sd_in / sd_out > 1.5 and z_mean >= Z_SIG), "S1.4 T9",
-                 f"site mean {m_in:+.2f} vs {m_out:+.2f} (z={z_mean:+.1f}); SD {sd_in:.2f} vs {sd_out:.2f} (z={z_sd:+.1f})",
-                 level="analyst")]
-    xs = x.copy()
-    for code in np.unique(centres):
-        s = (centres == code) & ok_x
-        xs[s] = (x[s] - x[s].mean()) / x[s].std()
-    _, z_raw, _ = corr_z(x, Y)
-    _, z_std, _ = corr_z(xs, Y)
-    # expected association created by the unit mix alone (released minus true values)
-    t9 = T9Params()
-    true = c.true(p)
-    induced = np.where(at, (t9.scale - 1.0) * true + t9.offset, 0.0)
-    r_ind = np.cov(induced[ok_x], c.L[ok_x])[0, 1] / np.nanstd(true + induced)
-    ez = abs(r_ind * r_yl) * np.sqrt(ok_x.sum())
-    name = "T9: the unit mix makes the decoy look associated (raw z, removed by per-site standardisation)"
-    if ez < MIN_POWER_Z:
-        out.append(_skip(name, G, ez, f"raw z = {z_raw:+.1f}, per-site standardised z = {z_std:+.1f}"))
-    else:
-        ok = z_raw * np.sign(r_ind) >= Z_SIG and (z_raw - z_std) * np.sign(r_ind) >= 0.5 * ez
-        out.append(Check(name, G, float(z_raw), None, Z_SIG, None, bool(ok), "S1.4 T9 + site composition",
-                         f"raw z = {z_raw:+.1f}; per-site standardised z = {z_std:+.1f}; expected site-induced z = {ez:.1f}",
-                         level="analyst"))
-    return out
-
-
-def _t8_analyst(world, c: Ctx) -> list:
-    G = "mechanisms"
-    s = c.roles["surrogate"]
-    x = world.proteomics[s].to_numpy(float)
-    mort = world.table("mortality").reindex(world.covariates.index)
-    card = (mort["cause"] == "cardiac").to_numpy(float)
-    cov = world.covariates
-    X = [x, cov["p21003_i0"].to_numpy(float), c.sex, cov["p21001_i0"].to_numpy(float), c.smoking]
-    ok = np.isfinite(x)
-    fit = poisson(card[ok], mort["followup_years"].to_numpy(float)[ok], [v[ok] for v in X], ["P_T8", "age", "sex", "bmi", "smoking"])
-    b, se = fit["P_T8"]
-    ez = T8Params().hazard / se
-    out = []
-    if ez < MIN_POWER_Z:
-        out.append(_skip("T8: surrogate raises cardiac deaths", G, ez))
-    else:
-        out.append(at_least("T8: surrogate raises cardiac deaths (z, adjusted Poisson)", G, b / se, Z_SIG, "S1.4 T8",
-                            f"log-hazard ratio per SD {b:+.3f}"))
-    feats_path = os.path.join(world.sealed, "imaging_features.parquet")
-    if os.path.exists(feats_path):
-        feats = pd.read_parquet(feats_path)
-        ids = feats.index
-        xi = world.proteomics.loc[ids, s].to_numpy(float)
-        fz = corr_z(xi, feats["ed_cavity_area_px"].to_numpy(float))
-        ez = abs(T8Params().edv * 0.7) * np.sqrt(len(ids))
-        if ez < MIN_POWER_Z:
-            out.append(_skip("T8: surrogate gives better imaging (smaller cavity)", G, ez))
-        else:
-            out.append(Check("T8: surrogate gives better imaging (smaller ED cavity, z)", G, float(fz[1]), None, None, -Z_SIG,
-                             bool(fz[1] <= -Z_SIG), "S1.3 T8 term", f"r = {fz[0]:+.3f} over {fz[2]} imaged", level="analyst"))
-    return out
-
-
-def _a9_analyst(world, c: Ctx, Y) -> list:
-    G = "mechanisms"
-    r = c.roles
-    k = r["drivers"].index(r["a9_causal"])
-    w_late = r["weights_late"][k]
-    x = world.proteomics[r["a9_causal"]].to_numpy(float)
-    xp = world.proteomics[r["a9_partner"]].to_numpy(float)
-    mort = world.table("mortality").reindex(world.covariates.index)
-    follow = mort["followup_years"].to_numpy(float)
-    card = (mort["cause"] == "cardiac").to_numpy()
-    # late outcome: cardiac death after year 5 among those alive at year 5
-    alive5 = follow > 5
-    late_event = (card & alive5).astype(float)
-    early_event = (card & (follow <= 5)).astype(float)
-    cov = world.covariates
-    adj = [cov["p21003_i0"].to_numpy(float), c.sex, cov["p21001_i0"].to_numpy(float), c.smoking]
-    ok = np.isfinite(x) & alive5
-    fit_late = poisson(late_event[ok], (follow - 5)[ok], [x[ok]] + [a[ok] for a in adj], ["P", "age", "sex", "bmi", "smk"])
-    okb = np.isfinite(x)
-    fit_early = poisson(early_event[okb], np.minimum(follow, 5)[okb], [x[okb]] + [a[okb] for a in adj], ["P", "age", "sex", "bmi", "smk"])
-    b_late, se_late = fit_late["P"]
-    b_early, se_early = fit_early["P"]
-    ez = abs(CARDIAC_L * LATE_DRIVERS * A9Params().late_ratio[0] * SUPPLEMENT_MIN_WEIGHT / c.sd_late) / se_late
-    out = []
-    if ez < MIN_POWER_Z:
-        out.append(_skip("A9: weak baseline effect, strong late effect", G, ez))
-    else:
-        ok_dir = np.sign(b_late) == np.sign(w_late) and abs(b_late / se_late) >= Z_SIG
-        weaker = abs(b_early) < abs(b_late)
-        out.append(Check("A9: weak baseline effect, strong late effect (late cardiac deaths, z)", G, float(b_late / se_late), None,
-                         Z_SIG if w_late > 0 else None, -Z_SIG if w_late < 0 else None, bool(ok_dir and weaker), "S1.3/S1.5 A9",
-                         f"log-HR per SD before year 5 {b_early:+.3f} (z={b_early / se_early:+.1f}), after year 5 {b_late:+.3f}; "
-                         f"direction read from late outcomes: {'inhibit' if b_late > 0 else 'activate'} "
-                         f"(truth {'inhibit' if w_late > 0 else 'activate'})", level="analyst"))
-    _, z_base, _ = corr_z(xp, Y)
-    okp = np.isfinite(xp) & alive5
-    fit_p = poisson(late_event[okp], (follow - 5)[okp], [xp[okp]] + [a[okp] for a in adj], ["P", "age", "sex", "bmi", "smk"])
-    zp = fit_p["P"][0] / fit_p["P"][1]
-    ez = CARDIAC_L * A9Params().partner_latent / fit_p["P"][1]
-    if ez < MIN_POWER_Z:
-        out.append(_skip("A9: partner tracks later disease (late cardiac deaths, z)", G, ez))
-    else:
-        out.append(at_least("A9: partner tracks later disease (late cardiac deaths, z)", G, zp, Z_SIG, "SPEC A9 partner",
-                            f"association with baseline phenotype z = {z_base:+.1f}"))
+                    c.hid["special_raw_sd"][p], "SPEC: partner = z[ordinary protein + 0.50 L_late] (regressed on the ordinary part)"))
     return out
 
 
@@ -736,6 +503,8 @@ def _a9_analyst(world, c: Ctx, Y) -> list:
 
 
 def checks(world) -> tuple[list, dict]:
+    from .analyst import _CENTRED, analyst  # the analyst level builds on this module's context
+
     c = Ctx(world)
     out = fidelity(c)
     try:
@@ -786,7 +555,9 @@ def _plot(c: Ctx):
         p7 = r["decoys"]["T7"]
         panels.append(("T7: instrument moves P and L", by_dosage(c.gcis(p7), [("P_T7", c.true(p7)), ("L", c.L)])))
     if r.get("surrogate"):
-        panels.append(("T8: z(ESV) vs surrogate", scatter(c.true(r["surrogate"]), c.hp["trait_esv"].to_numpy())))
+        alpha = disease_direction(c.truth["archetype"])
+        signature = sum(a * c.hp[f"trait_{k}"].to_numpy() for k, a in alpha.items() if f"trait_{k}" in c.hp)
+        panels.append(("T8: imaging along disease vs surrogate", scatter(c.true(r["surrogate"]), signature)))
     if "T9" in r["decoys"]:
         panels.append(("T9: released vs true decoy",
                        scatter(c.true(r["decoys"]["T9"]), c.w.proteomics[r["decoys"]["T9"]].to_numpy(float))))

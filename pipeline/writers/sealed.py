@@ -1,35 +1,114 @@
 """The sealed bundle (SPEC section 6): everything only the scorer and the oracle
-may read.  This module never writes under ``release/``; the release writers
-never import it.
+may read, and the one writer of everything under ``sealed/`` (the truth, the
+oracle's spec, the hidden model and participants, the latent severity, the
+evaluation mask, the world's config).  This module never writes under
+``release/``; the release writers never import it, nor it them.
 """
 from __future__ import annotations
 
 import io
-import json
 import posixpath
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import yaml
 
+from .. import bundle
+from ..config import DECOY_MECHANISM
+from ..manifest import build_manifest
 from ..modalities.population import ANCESTRY_BMI
-from ..world import World, oracle_spec, truth
-from .release.parquet import table_bytes
+from ..world import World
+from .parquet import table_bytes
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from ..modalities.cohort import Cohort
 
 
-def hidden_model(world: World, cohort) -> dict:
+def direction_of(weight: float) -> str:
+    """`inhibit` when raising the protein raises L, `activate` when it lowers L."""
+    return "inhibit" if weight > 0 else "activate"
+
+
+def truth(world: World) -> dict:
+    """sealed/truth.json: the roles the scorer reads (drivers with their directions, decoys, pairs, the surrogate)."""
+    r = world.roles
+    pid = world.protein_ids
+    drivers = [
+        {"protein": pid[p], "direction": direction_of(wl), "weight": round(float(wb), 6),
+         "weight_late": round(float(wl), 6), "delayed": bool(d)}
+        for p, wb, wl, d in zip(r.drivers, r.weights, r.weights_late, r.delayed)
+    ]
+    drivers.sort(key=lambda d: d["protein"])
+    decoys = [{"protein": pid[p], "bias": b, "mechanism": DECOY_MECHANISM[b]} for b, p in r.decoys.items()]
+    decoys.sort(key=lambda d: d["protein"])
+    pairs = []
+    if r.t4_partner is not None:
+        pairs.append({"kind": "T4", "causal": pid[r.t4_causal], "partner": pid[r.t4_partner],
+                      "variant": str(world.variant_id[world.protein_cis[r.t4_causal]])})
+    if r.a9_partner is not None:
+        pairs.append({"kind": "A9", "causal": pid[r.a9_causal], "partner": pid[r.a9_partner], "variant": None})
+    return {
+        "world_id": world.id,
+        "archetype": world.archetype,
+        "hard": world.hard,
+        "biases": list(world.biases),
+        "drivers": drivers,
+        "surrogate": pid[r.surrogate] if r.surrogate is not None else None,
+        "decoys": decoys,
+        "pairs": pairs,
+    }
+
+
+def oracle_spec(world: World, oracle_cfg: dict) -> dict:
+    """sealed/oracle.json: what the experiment oracle needs of the world, and its key."""
+    r = world.roles
+    pid = world.protein_ids
+    inter = None
+    if r.interaction is not None:
+        a, b, coef = r.interaction
+        inter = {"a": pid[a], "b": pid[b], "coef": round(float(coef), 6)}
+    return {
+        "format_version": bundle.FORMAT_VERSION,
+        "world_id": world.id,
+        "oracle_key": world.oracle_key,
+        "hard": world.hard,
+        "latent_residual_sd": world.latent_residual,
+        "morphology_residual_sd": float(world.params["morphology_residual"]),
+        "saturation": float(world.params["bias_params"]["hard"]["saturation"]),
+        "interaction": inter,
+        "drivers": [{"protein": pid[p], "index": int(p), "weight": round(float(wb), 6), "weight_late": round(float(wl), 6)}
+                    for p, wb, wl in sorted(zip(r.drivers, r.weights, r.weights_late))],
+        "surrogate": ({"protein": pid[r.surrogate], "index": int(r.surrogate)} if r.surrogate is not None else None),
+        "proteins": pid,
+        "costs": {"cell_perturbation": 150000, "knockdown": 400000},
+        "n": {"cell_perturbation": 120, "knockdown": 800},
+        "paper_compat": bool(oracle_cfg.get("paper_compat", False)),
+        "realism": bool(oracle_cfg.get("realism", False)),
+    }
+
+
+def hidden_model(world: World, cohort: Cohort) -> dict:
     """World-level hidden parameters the validation report needs (never released)."""
     r = world.roles
     pid = world.protein_ids
     return {
-        "format_version": "1",
+        "format_version": bundle.FORMAT_VERSION,
         "world_id": world.id,
         "protein_cis_variant": [str(world.variant_id[v]) for v in world.protein_cis],
         "protein_h2": [round(float(h), 6) for h in world.protein_h2],
         "protein_trans_variant": [str(world.variant_id[v]) if v >= 0 else None for v in world.protein_master],
-        "protein_loading_ss": [round(float(x), 6) for x in np.square(world.protein_loadings).sum(axis=1)],
+        # a follower's own loadings plus what its path carries (pipeline.pathways): its share of the factors
+        "protein_loading_ss": [round(float(x), 6) for x in np.square(
+            world.protein_loadings if world.pathways is None else world.pathways.total_loadings).sum(axis=1)],
         "transcript_concordance": [round(float(c), 6) for c in world.transcript_concordance],
         "direct_variant": str(world.variant_id[world.direct_variant]),
+        "coregulated_pairs": [[pid[int(a)], pid[int(m)]] for a, m in world.coregulated],
+        "cis_placement": world.cis_placement,
+        "protein_covariates": {"columns": ["age_minus_55", "sex", "bmi_minus_27", "smoking"],
+                               "coef": [[round(float(x), 6) for x in row] for row in world.protein_cov]},
+        "pathways": None if world.pathways is None else world.pathways.summary(pid),
+        "test_leaks": sorted(world.leaks),
         "t3_protein": pid[r.decoys["T3"]] if "T3" in r.decoys else None,
         "t9_centre_index": world.t9_centre,
         "interaction": (None if r.interaction is None else
@@ -64,7 +143,7 @@ def hidden_model(world: World, cohort) -> dict:
     }
 
 
-def hidden_participants(world: World, cohort, traits_z: dict | None, traits_clinical: dict | None = None) -> pd.DataFrame:
+def hidden_participants(world: World, cohort: Cohort, traits_z: dict | None, traits_clinical: dict | None = None) -> pd.DataFrame:
     """Per-participant hidden variables for the fidelity checks: the imaging
     selection score, true (pre-measurement) abundances of role proteins, the
     standardised morphology traits and the standardised covariates used in L."""
@@ -78,6 +157,10 @@ def hidden_participants(world: World, cohort, traits_z: dict | None, traits_clin
     for p in world.tracked_proteins():
         cols[f"true_{pid[p]}"] = cohort.proteins[int(p)]
         cols[f"gcis_{pid[p]}"] = cohort.g_cis[int(p)]
+    for p, v in cohort.extras.get("special_systematic", {}).items():
+        # the bias equation's ordinary part other than its residual (cis, trans, factors,
+        # covariate terms), on the released column's scale: the fidelity checks regress on it
+        cols[f"systematic_{pid[p]}"] = v
     for k, v in (traits_z or {}).items():
         cols[f"trait_{k}"] = v
     for k, v in (traits_clinical or {}).items():
@@ -85,23 +168,25 @@ def hidden_participants(world: World, cohort, traits_z: dict | None, traits_clin
     return pd.DataFrame(cols, index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
 
 
-def latent_table(world: World, cohort) -> pd.DataFrame:
+def latent_table(world: World, cohort: Cohort) -> pd.DataFrame:
     return pd.DataFrame({"latent": cohort.latent, "latent_late": cohort.latent_late},
                         index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
 
 
-def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
-                 traits_z: dict | None = None, traits_clinical: dict | None = None) -> None:
+def write_sealed(output: Any, world: World, cohort: Cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
+                 traits_z: dict | None = None, traits_clinical: dict | None = None,
+                 imaging_features: pd.DataFrame | None = None) -> None:
+    """Every file of ``sealed/``, its manifest last."""
     s = output.sealed
     output.makedirs(s)
-    output.write_json(posixpath.join(s, "truth.json"), truth(world))
-    output.write_bytes(posixpath.join(s, "latent.parquet"), table_bytes(latent_table(world, cohort)))
+    output.write_json(posixpath.join(s, bundle.TRUTH), truth(world))
+    output.write_bytes(posixpath.join(s, bundle.LATENT), table_bytes(latent_table(world, cohort)))
     buf = io.BytesIO()
     np.save(buf, cohort.eval_mask.astype(bool), allow_pickle=False)
-    output.write_bytes(posixpath.join(s, "eval_mask.npy"), buf.getvalue())
-    output.write_json(posixpath.join(s, "oracle.json"), oracle_spec(world, oracle_cfg))
-    output.write_json(posixpath.join(s, "hidden_model.json"), hidden_model(world, cohort))
-    output.write_bytes(posixpath.join(s, "hidden_participants.parquet"), table_bytes(hidden_participants(world, cohort, traits_z, traits_clinical)))
+    output.write_bytes(posixpath.join(s, bundle.EVAL_MASK), buf.getvalue())
+    output.write_json(posixpath.join(s, bundle.ORACLE), oracle_spec(world, oracle_cfg))
+    output.write_json(posixpath.join(s, bundle.HIDDEN_MODEL), hidden_model(world, cohort))
+    output.write_bytes(posixpath.join(s, bundle.HIDDEN_PARTICIPANTS), table_bytes(hidden_participants(world, cohort, traits_z, traits_clinical)))
     # The world-determining config only: where it ran (cluster) and where it was
     # written (out, seeds path) do not change a byte of the world.
     resolved = {k: v for k, v in resolved_plain.items() if k not in ("cluster", "out", "seeds")}
@@ -109,11 +194,12 @@ def write_sealed(output, world: World, cohort, resolved_plain: dict, oracle_cfg:
     from .. import __version__
 
     resolved["generator_version"] = __version__
-    output.write_text(posixpath.join(s, "world.yaml"), yaml.safe_dump(resolved, sort_keys=True))
+    output.write_text(posixpath.join(s, bundle.WORLD_CONFIG), yaml.safe_dump(resolved, sort_keys=True))
     if baseline is not None:
-        output.write_json(posixpath.join(s, "phenotype_baseline.json"), baseline)
+        output.write_json(posixpath.join(s, bundle.PHENOTYPE_BASELINE), baseline)
+    if imaging_features is not None:
+        # the environment's own measurement of the released baseline pixels (baseline pipeline)
+        output.write_bytes(posixpath.join(s, bundle.IMAGING_FEATURES), table_bytes(imaging_features))
+    output.write_json(posixpath.join(s, bundle.MANIFEST),
+                      build_manifest(output, s, extra={"world_id": world.id, "bundle": bundle.SEALED}))
 
-
-def read_truth(sealed_dir: str) -> dict:
-    with open(posixpath.join(sealed_dir, "truth.json")) as fh:
-        return json.load(fh)

@@ -1,4 +1,4 @@
-"""The release's ``genotypes.vcf.gz`` (BGZF, phased GT) and its tabix index.
+"""The release's ``genotypes.vcf.gz`` (BGZF, phased GT, INFO AC/AF/AN) and its tabix index.
 
 Variants are cut into chunks of ``chunk_size`` records.  Each chunk is formatted
 and BGZF-compressed on its own (by whatever ``map_fn`` runs the work) and starts
@@ -17,6 +17,7 @@ import fsspec
 import numpy as np
 import pandas as pd
 
+from ... import __version__
 from . import bgzf, tabix
 
 DEFAULT_CHUNK_SIZE = 256
@@ -24,7 +25,17 @@ DEFAULT_CHUNK_SIZE = 256
 # of its time); "zlib": zlib level 6 block by block (slower, for comparison).
 COMPRESSIONS = ("samples", "zlib")
 FILE_FORMAT = "VCFv4.3"
-GT_DESCRIPTION = "Phased genotype"
+#: ``##source``: the generator and its version (the same for every build of a world).
+SOURCE = f"drugtargetworld-{__version__}"
+GT_DESCRIPTION = "Genotype"  # the VCF specification's own wording, and what vcztools writes back
+#: INFO fields of every record, in the order written (GATK's alphabetical order,
+#: which is also the order ``vcztools view`` writes them in); the descriptions
+#: are bcftools +fill-tags' own, so its output matches ours field for field.
+INFO_FIELDS = (
+    ("AC", "A", "Integer", "Allele count in genotypes"),
+    ("AF", "A", "Float", "Allele frequency"),
+    ("AN", "1", "Integer", "Total number of alleles in called genotypes"),
+)
 _FIXED_COLUMNS = ("CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO", "FORMAT")
 _FORBIDDEN_IN_FIELDS = ("\t", "\n", "\r", " ", ";", ",")
 
@@ -43,8 +54,8 @@ class ChunkTask:
     v0: int
     v1: int
     n_samples: int
-    prefix_bytes: np.ndarray
-    prefix_offsets: np.ndarray
+    head_bytes: np.ndarray  # CHROM … FILTER of each record, concatenated
+    head_offsets: np.ndarray
     compression: str
 
 
@@ -56,15 +67,26 @@ class EncodedChunk:
     data_length: int
 
 
+def meta_information() -> list[tuple[str, str]]:
+    """The header's ``##key=value`` lines other than contig, FILTER, INFO and
+    FORMAT, as (key, value) pairs (the genotype store's ``vcf_meta_information``)."""
+    return [("fileformat", FILE_FORMAT), ("source", SOURCE)]
+
+
 def vcf_header(sample_ids, contigs) -> str:
     """The header text, ``##fileformat`` to the ``#CHROM`` line inclusive.
 
     Holds nothing that varies between builds of the same world: no date, no
-    command line, no paths, no versions.
+    command line, no paths; the generator's version (``##source``) is the only
+    one.  The lines come in the order ``vcztools view`` writes them from the
+    genotype store, so its header differs only by its own command line.
     """
-    lines = [f"##fileformat={FILE_FORMAT}", '##FILTER=<ID=PASS,Description="All filters passed">']
-    lines += [f"##contig=<ID={name},length={int(length)}>" for name, length in contigs]
+    lines = [f"##{key}={value}" for key, value in meta_information()]
+    lines += [f'##INFO=<ID={name},Number={number},Type={kind},Description="{text}">'
+              for name, number, kind, text in INFO_FIELDS]
+    lines.append('##FILTER=<ID=PASS,Description="All filters passed">')
     lines.append(f'##FORMAT=<ID=GT,Number=1,Type=String,Description="{GT_DESCRIPTION}">')
+    lines += [f"##contig=<ID={name},length={int(length)}>" for name, length in contigs]
     lines.append("#" + "\t".join(_FIXED_COLUMNS + tuple(sample_ids)))
     return "\n".join(lines) + "\n"
 
@@ -120,21 +142,47 @@ def _validate(variants: pd.DataFrame, sample_ids, contigs) -> np.ndarray:
     return contig_index
 
 
-def record_prefixes(variants: pd.DataFrame) -> list[bytes]:
-    """CHROM … FORMAT columns of each record, tab-joined, without a trailing tab."""
+def record_heads(variants: pd.DataFrame) -> list[bytes]:
+    """CHROM … FILTER columns of each record, tab-joined, without a trailing tab
+    (INFO depends on the calls and is added where they are read)."""
     text = (
         variants["contig"].astype(str) + "\t"
         + variants["position"].astype(np.int64).astype(str) + "\t"
         + variants["id"].astype(str) + "\t"
         + variants["ref"].astype(str) + "\t"
-        + variants["alt"].astype(str) + "\t.\tPASS\t.\tGT"
+        + variants["alt"].astype(str) + "\t.\tPASS"
     )
     return [line.encode("ascii") for line in text.tolist()]
 
 
+def info_values(ac: np.ndarray, an: np.ndarray) -> list[bytes]:
+    """The INFO column of each record from its AC and AN.
+
+    AF is float32(AC) / float32(AN) printed with 6 significant digits (``%g``),
+    which is how htslib writes the float that bcftools +fill-tags computes;
+    with no allele called AF is missing.
+    """
+    af = np.divide(ac.astype(np.float32), an.astype(np.float32), out=np.full(len(ac), np.nan, dtype=np.float32),
+                   where=an > 0)
+    return [b"AC=%d;AF=%s;AN=%d" % (c, b"." if n == 0 else b"%g" % f, n)
+            for c, f, n in zip(ac.tolist(), af.tolist(), an.tolist())]
+
+
+def _prefixes(head_bytes: np.ndarray, head_offsets: np.ndarray, infos: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's CHROM … FORMAT columns (its head, INFO, ``GT``), concatenated, and their offsets."""
+    heads = head_bytes.tobytes()
+    parts = []
+    for i, info in enumerate(infos):
+        parts += (heads[head_offsets[i]:head_offsets[i + 1]], b"\t", info, b"\tGT")
+    lengths = np.diff(head_offsets) + np.array([len(info) + 4 for info in infos], dtype=np.int64)
+    offsets = np.zeros(len(infos) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets
+
+
 def encode_chunk(task: ChunkTask) -> EncodedChunk:
     """Read, format and BGZF-compress one chunk of records (runs on a worker)."""
-    from kernels.vcf_encode import format_and_deflate_vcf_chunk, format_vcf_records, vcf_record_ends
+    from kernels.vcf_encode import allele_counts, format_and_deflate_vcf_chunk, format_vcf_records, vcf_record_ends
 
     calls = np.asarray(task.read_chunk(task.v0, task.v1))
     n_variants = task.v1 - task.v0
@@ -149,7 +197,10 @@ def encode_chunk(task: ChunkTask) -> EncodedChunk:
         )
     if flat:
         calls = calls[np.newaxis]
-    n_bytes = int(vcf_record_ends(task.prefix_offsets, task.n_samples, 2)[-1])
+    calls = np.ascontiguousarray(calls)
+    prefix_bytes, prefix_offsets = _prefixes(task.head_bytes, task.head_offsets,
+                                             info_values(*allele_counts(calls, task.n_samples)))
+    n_bytes = int(vcf_record_ends(prefix_offsets, task.n_samples, 2)[-1])
     buffer = getattr(_scratch, "text", None)
     if buffer is None or buffer.shape[0] < n_bytes:
         _scratch.text = None  # freed before its successor is allocated
@@ -159,27 +210,25 @@ def encode_chunk(task: ChunkTask) -> EncodedChunk:
         # Each block's calls are formatted and compressed while in cache.
         # A block whose stream would not fit (size -1) is left to zlib.
         text, record_ends, streams, sizes = format_and_deflate_vcf_chunk(
-            task.prefix_bytes, task.prefix_offsets, np.ascontiguousarray(calls), task.n_samples, buffer,
-            bgzf.BLOCK_DATA_SIZE)
+            prefix_bytes, prefix_offsets, calls, task.n_samples, buffer, bgzf.BLOCK_DATA_SIZE)
     else:
         haplotypes = np.concatenate(list(calls), axis=1)[:, :task.n_samples]
-        text, record_ends = format_vcf_records(task.prefix_bytes, task.prefix_offsets,
-                                               np.ascontiguousarray(haplotypes), buffer)
+        text, record_ends = format_vcf_records(prefix_bytes, prefix_offsets, np.ascontiguousarray(haplotypes), buffer)
         streams = sizes = None
     compressed, block_starts = bgzf.compress_chunk(text, streams, sizes)
     return EncodedChunk(compressed, block_starts, record_ends, int(text.nbytes))
 
 
-def _chunk_tasks(prefixes: list[bytes], read_chunk, n_samples: int, chunk_size: int,
+def _chunk_tasks(heads: list[bytes], read_chunk, n_samples: int, chunk_size: int,
                  compression: str) -> list[ChunkTask]:
     tasks = []
-    for v0 in range(0, len(prefixes), chunk_size):
-        v1 = min(v0 + chunk_size, len(prefixes))
-        lengths = [len(p) for p in prefixes[v0:v1]]
+    for v0 in range(0, len(heads), chunk_size):
+        v1 = min(v0 + chunk_size, len(heads))
+        lengths = [len(p) for p in heads[v0:v1]]
         offsets = np.zeros(v1 - v0 + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        prefix_bytes = np.frombuffer(b"".join(prefixes[v0:v1]), dtype=np.uint8)
-        tasks.append(ChunkTask(read_chunk, v0, v1, n_samples, prefix_bytes, offsets, compression))
+        head_bytes = np.frombuffer(b"".join(heads[v0:v1]), dtype=np.uint8)
+        tasks.append(ChunkTask(read_chunk, v0, v1, n_samples, head_bytes, offsets, compression))
     return tasks
 
 
@@ -225,7 +274,7 @@ def write_vcf(
     contig_index = _validate(variants, sample_ids, contigs)
     names = [str(name) for name, _ in contigs]
     header = bgzf.compress_chunk(vcf_header(sample_ids, contigs).encode("ascii"))[0]
-    tasks = _chunk_tasks(record_prefixes(variants), read_chunk, len(sample_ids), chunk_size, compression)
+    tasks = _chunk_tasks(record_heads(variants), read_chunk, len(sample_ids), chunk_size, compression)
 
     n_records = len(variants)
     vstart = np.empty(n_records, dtype=np.uint64)

@@ -1,0 +1,177 @@
+"""The analyst reference agent: its MRI segmentation, its honesty about the hidden
+model, and full episodes through the real harness."""
+from __future__ import annotations
+
+import io
+import json
+import tokenize
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.agents import REGISTRY, create_agent
+from pipeline.agents.analyst import LIB_DIR
+from pipeline.agents.analyst.lib import imaging
+from pipeline.harness import BUDGETS, run_episode
+
+AGENT_DIR = LIB_DIR.parent
+
+# Coefficients of the hidden model (Supplement S1.2-S1.5 and the SPEC's parameter table)
+# that an honest agent has no way to know: none may appear as a number in its code.
+HIDDEN_CONSTANTS = (
+    2.2, 1.1,            # T9 affine scale
+    0.55, 0.14,          # T1 BMI loading / T3 selection, T7 direct effect
+    0.22, 0.12,          # T6 remodelling
+    0.45, 1.9, 1.645,    # oracle readouts and clamp
+    0.006, 0.0225,       # cardiac base hazard, cell noise floor
+    0.35, 1.15, 1.45,    # late driver term, A9 late ratio
+    0.7, 0.4, 0.15,      # hazard on L, T8 hazard, BMI term in L
+    1.6, 0.8, 0.75,      # saturation, protein residual, late carry
+    1.35, 0.24, 0.52,    # T3 selection score
+)
+
+
+def _numbers(path: Path) -> set:
+    """Every numeric literal in the file's code (docstrings and comments excluded)."""
+    out = set()
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if tok.type == tokenize.NUMBER:
+            try:
+                out.add(float(tok.string.replace("_", "")))
+            except ValueError:
+                pass
+    return out
+
+
+def test_no_hidden_model_constant_in_the_agents_code():
+    files = sorted(AGENT_DIR.rglob("*.py"))
+    assert len(files) >= 5
+    found = {}
+    for path in files:
+        hits = sorted(c for c in HIDDEN_CONSTANTS if any(abs(c - v) < 1e-12 for v in _numbers(path)))
+        if hits:
+            found[str(path.relative_to(AGENT_DIR))] = hits
+    assert not found, f"hidden-model coefficients in the agent's code: {found}"
+
+
+def test_the_agent_never_names_the_sealed_side():
+    for path in sorted(AGENT_DIR.rglob("*.py")):
+        text = path.read_text()
+        for word in ("sealed", "truth.json", "latent.parquet", "oracle.json", "hidden_", "eval_mask",
+                     "imaging_features"):
+            code = "\n".join(line for line in text.splitlines() if not line.strip().startswith("#"))
+            assert word not in code.replace('"""', ""), f"{path.name} mentions {word}"
+
+
+def test_segmentation_recovers_cavity_wall_and_t1_on_rendered_phantoms():
+    from pipeline.imaging.render import example_traits, render_subjects
+    from pipeline.imaging.site_fields import sample_site_fields
+    from pipeline.imaging.templates import DEFAULT_TEMPLATE as T
+
+    rng = np.random.default_rng(7)
+    traits = example_traits(rng, 12, n_sites=3)
+    # A strong site field (three times the worlds' amplitude) must not move the measurements.
+    cine, t1 = render_subjects(traits, sample_site_fields(np.random.default_rng(8), 3, amplitude=0.36))
+    rows = [imaging.measure_subject(cine[i], t1[i]) for i in range(len(cine))]
+    cavity = np.array([r["mid_cav_ed"] for r in rows])
+    expected = T.cavity_area_ref_px * (traits["lv_edv_ml"] / T.edv_ref_ml) ** (2 / 3)
+    assert np.all(np.abs(cavity / expected - 1) < 0.05), cavity / expected
+    wall = np.array([r["mid_wall_ed"] for r in rows])
+    assert np.all(np.abs(wall - traits["lv_wall_mm"]) < 1.0), wall - traits["lv_wall_mm"]
+    t1_median = np.array([r["mid_t1_median"] for r in rows])
+    # The rendered texture (smooth, tens of ms) moves a slice's median a little off the level.
+    assert np.all(np.abs(t1_median / traits["t1_ms"] - 1) < 0.1)
+    assert np.corrcoef(t1_median, traits["t1_ms"])[0, 1] > 0.9
+    # Systolic emptying follows the volumes (Spearman: the template maps ESV/EDV monotonically).
+    from scipy.stats import spearmanr
+
+    ratio = np.array([r["stack_es"] / r["stack_ed"] for r in rows])
+    assert spearmanr(ratio, traits["lv_esv_ml"] / traits["lv_edv_ml"]).correlation > 0.8
+
+
+def test_registered_as_a_reference_agent():
+    spec = REGISTRY["analyst"]
+    assert spec.reference and not spec.privileged
+    agent = create_agent("analyst")
+    assert agent.name == "analyst"
+
+
+def _check_episode(result: dict, budget: int) -> Path:
+    summary = result["episode"]
+    assert summary["exit_reason"] == "submitted", summary
+    assert result["safety_penalty"] == 0.0
+    assert summary["spent"] <= budget
+    assert result["details"]["phenotype_construction"]["status"] == "scored"
+    work = Path(summary["episode_dir"]) / "work"
+    assert (work / "evidence.csv").exists() and (work / "report.md").exists()
+    header = (work / "evidence.csv").read_text().splitlines()[0]
+    for column in ("MR estimate", "MR SE", "instrument F", "decision", "why", "experiment"):
+        assert column in header
+    transcript = json.loads(Path(summary["transcript"]).read_text())
+    assert "submission:" in json.dumps(transcript)  # the evidence and the claims are shown, not only saved
+    return work
+
+
+def test_full_tiny_episode_with_pixels(tiny_world, tmp_path):
+    """Segments the scans itself, buys experiments and reports, inside the sandbox."""
+    budget = BUDGETS[-1]
+    result = run_episode(tiny_world, create_agent("analyst"), budget=budget, agent_name="analyst",
+                         out=tmp_path / "analyst", timeout=150)
+    work = _check_episode(result, budget)
+    assert len(list((work / "analyst").glob("img_*.parquet"))) >= 1
+    assert result["details"]["phenotype_construction"]["r"] > 0.5
+
+
+@pytest.mark.parametrize("budget", BUDGETS[:-1])
+def test_tiny_episodes_without_pixels(tiny_world_noimaging, tmp_path, budget):
+    result = run_episode(tiny_world_noimaging, create_agent("analyst"), budget=budget, agent_name="analyst",
+                         out=tmp_path / f"analyst-{budget}", timeout=150)
+    _check_episode(result, budget)
+    if budget == 0:
+        assert result["episode"]["spent"] == 0
+
+
+def _claims_of(result: dict, findings: dict) -> dict:
+    import pandas as pd
+
+    from pipeline.agents.analyst.lib import claims
+
+    return claims.claims_from(result, pd.DataFrame(index=sorted(result["verdict"])), findings)
+
+
+def _delayed_world() -> dict:
+    verdict = {
+        "D": {"label": "delayed_candidate", "reason": "forward", "direction": "inhibit"},
+        "M": {"label": "late_marker", "reason": "runs ahead"},
+        "R": {"label": "reverse_causation", "reason": "follows disease"},
+    }
+    pair = {"kind": "delayed", "members": ["D", "M", "R"], "candidates": ["D"], "guess": ["M"]}
+    return {"verdict": verdict, "pairs": [pair]}
+
+
+def test_delayed_set_claims_follow_the_evidence():
+    """Abstain on candidates and possible markers while untested; a knockdown decides;
+    followers beyond the best guess keep their own verdicts; no conviction by elimination."""
+    result = _delayed_world()
+    untested = _claims_of(result, {})
+    assert untested["abstentions"][0]["molecules"] == ["D", "M", "R"]
+    assert untested["nominated"] == [] and [r["molecule"] for r in untested["rejected"]] == ["R"]
+
+    hit = {"D": {"kind": "knockdown", "effect": True, "direction": "inhibit", "alignment": "aligned"}}
+    claims = _claims_of(result, hit)
+    assert claims["nominated"] == ["D"] and claims["directions"]["D"] == "inhibit" and not claims["abstentions"]
+    assert [r["molecule"] for r in claims["rejected"]] == ["R"]
+
+    null = {"D": {"kind": "knockdown", "effect": False, "direction": "inhibit", "alignment": "unknown"}}
+    claims = _claims_of(result, null)
+    assert claims["nominated"] == [] and not claims["abstentions"]
+
+
+def test_delayed_candidates_alone_are_knocked_down():
+    from pipeline.agents.analyst.lib import claims
+
+    costs = {"cell_perturbation": 150000, "knockdown": 400000}
+    plan = claims.next_requests(_delayed_world(), {}, [], 450000, costs)
+    assert plan == [("knockdown", "D")]
+    assert claims.next_requests(_delayed_world(), {}, [], 300000, costs) == []

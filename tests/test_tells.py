@@ -1,0 +1,300 @@
+"""Benchmark validity (issue 12): the tell scan, its statistics, its sealed checks
+and the ``tells`` exploit agent.
+
+World-building tests use the test-only switch ``world.test_leaks`` (a list of
+names from ``LEAKS``; each restores one leak the generator fixes removed).
+
+    python -m pytest tests/test_tells.py                 # default: tiny worlds, no pixels
+    python -m pytest -m slow tests/test_tells.py         # the paper-v1 panel figures (scripts/tells_panel.py)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import build_world
+from pipeline.agents import create_agent
+from pipeline.agents import tells as tells_agent
+from pipeline.harness import run_episode
+from pipeline.score import score
+from pipeline.tells import scan as tells_scan
+from pipeline.tells.sealed_checks import model_r2, role_kinds
+
+REPO = Path(__file__).resolve().parents[1]
+LEAKS = ("transcripts", "communality", "weak_instrument", "cis_sharing", "t8_signs", "t4_separable")
+#: The smallest set of tiny worlds found to catch all six leaks (README, "Benchmark validity"):
+#: standard-01's roles (T1, T2, T4 pair, A9 pair, surrogate) in five archetype variants.
+ARCHETYPES = ("dcm", "hcm", "ischemic", "hfpef", "hcm")
+
+
+def _seed(i: int) -> str:
+    return hex(int(hashlib.sha256(f"tells-test/{i}".encode()).hexdigest()[:32], 16) | 1 << 127)
+
+
+def _leak_overrides(leaks: tuple) -> list:
+    return [f"world.test_leaks=[{','.join(leaks)}]"]
+
+
+def _build_set(root: Path, overrides: list) -> Path:
+    for i, archetype in enumerate(ARCHETYPES):
+        build_world(root, world="standard-01", extra=(
+            f"world.id=tells-{i}-{archetype}", f"world.seed={_seed(i)}", f"world.archetype={archetype}",
+            "release=noimaging", *overrides))
+    return root
+
+
+@pytest.fixture(scope="module")
+def leaky_set(tmp_path_factory):
+    overrides = _leak_overrides(LEAKS)
+    root = _build_set(tmp_path_factory.mktemp("tells_leaky"), overrides)
+    results = tells_scan.analyse_all(str(root), jobs=2, cache=str(root / ".tells-cache"))
+    return root, tells_scan.scan(results), results
+
+
+# ----------------------------------------------------------------------------- statistics (no worlds)
+
+
+def _synthetic_results(rng, worlds=20, proteins=300, stats=8, shift=None):
+    """Per-world tables of i.i.d. statistics with the panel's role kinds dealt at random;
+    ``shift`` = (statistic, kind, amount) moves one role kind's values."""
+    kinds = ["driver", "driver", "a9_driver", "a9_partner", "t4_driver", "t4_partner", "surrogate", "T1", "T2"]
+    out = []
+    for w in range(worlds):
+        ids = [f"PROT_{i:04d}" for i in range(proteins)]
+        table = pd.DataFrame(rng.standard_normal((proteins, stats)), index=ids,
+                             columns=[f"group.stat{j}" for j in range(stats)])
+        roles = dict(zip(rng.choice(ids, len(kinds), replace=False), kinds))
+        if shift:
+            stat, kind, amount = shift
+            for p, k in roles.items():
+                if k == kind:
+                    table.loc[p, stat] += amount
+        out.append({"world": f"w{w}", "dir": "", "archetype": "dcm", "kinds": roles, "table": table, "checks": [],
+                    "seconds": 0.0})
+    return out
+
+
+def test_pooled_test_is_calibrated_and_the_scan_false_alarm_rate_is_bounded():
+    rng = np.random.default_rng(1)
+    p = np.array([tells_scan.pooled_test(list(rng.uniform(size=12)))["p"] for _ in range(4000)])
+    # two tests, Bonferroni inside the cell: at most the nominal rate (discrete mid-ranks only lower it)
+    for level in (0.01, 0.05, 0.2):
+        assert (p < level).mean() <= level + 3 * math.sqrt(level / 4000)
+    # whole scans on null worlds at a family-wise rate of 0.5 (0.4 for the rank tests)
+    runs = [tells_scan.scan(_synthetic_results(np.random.default_rng(100 + i), worlds=6, stats=4), alpha=0.5)
+            for i in range(25)]
+    false_alarms = sum(1 for r in runs if not r["passed"])
+    assert false_alarms <= 25 * 0.4 + 3 * math.sqrt(25 * 0.4 * 0.6), false_alarms
+
+
+def test_scan_singles_out_a_shifted_role_kind_and_only_it():
+    results = _synthetic_results(np.random.default_rng(7), shift=("group.stat3", "a9_driver", -2.5))
+    report = tells_scan.scan(results)
+    found = {(r["statistic"], r["kind"]) for r in report["cells"] if r["verdict"] == "FINDING"}
+    assert ("group.stat3", "a9_driver") in found
+    assert found <= {("group.stat3", "a9_driver"), ("group.stat3", tells_scan.POOLED)}
+    assert not report["passed"]
+
+
+def test_exempt_planted_signals_never_fail_and_are_listed():
+    results = _synthetic_results(np.random.default_rng(3), stats=2)
+    for res in results:
+        t4 = [p for p, k in res["kinds"].items() if k in ("t4_driver", "t4_partner")]
+        res["table"]["instrument.share_same_lead"] = 0.0
+        res["table"].loc[t4, "instrument.share_same_lead"] = 5.0  # the shared locus, maximal in every world
+    report = tells_scan.scan(results)
+    cell = next(r for r in report["cells"] if r["statistic"] == "instrument.share_same_lead" and r["kind"] == "t4_partner")
+    assert cell["verdict"] == "exempt" and cell["p"] < 1e-6 and "shared locus" in cell["exempt"]
+    assert report["passed"]
+    assert any("T9" in e["kinds"] for e in report["exemptions"])
+
+
+def test_percentiles_are_mid_ranks_among_ordinary_proteins():
+    values = pd.Series([1.0, 2.0, 2.0, 3.0, 10.0], index=list("abcde"))
+    u = tells_scan.percentiles(values, ["a", "b", "c", "d"], ["e", "b"])
+    assert u["e"] == pytest.approx(4.5 / 5) and u["b"] == pytest.approx((1 + 1.0 + 0.5) / 5)
+
+
+def test_model_linkage_matches_simulated_haplotypes():
+    rng = np.random.default_rng(5)
+    from scipy.stats import norm
+
+    for q1, q2, rho in ((0.2, 0.3, 0.8), (0.05, 0.4, 0.5), (0.45, 0.45, 0.95)):
+        z1 = rng.standard_normal(400_000)
+        z2 = rho * z1 + math.sqrt(1 - rho * rho) * rng.standard_normal(400_000)
+        h1, h2 = z1 < norm.ppf(q1), z2 < norm.ppf(q2)
+        r2 = np.corrcoef(h1, h2)[0, 1] ** 2
+        assert model_r2(q1, q2, rho) == pytest.approx(r2, abs=0.01)
+    assert model_r2(0.3, 0.3, 0.0) == 0.0
+
+
+def test_role_kinds_from_truth():
+    truth = {"drivers": [{"protein": "A"}, {"protein": "B"}, {"protein": "C"}], "surrogate": "S",
+             "decoys": [{"protein": "D", "bias": "T2"}],
+             "pairs": [{"kind": "T4", "causal": "A", "partner": "P"}, {"kind": "A9", "causal": "B", "partner": "Q"}]}
+    assert role_kinds(truth) == {"A": "t4_driver", "P": "t4_partner", "B": "a9_driver", "Q": "a9_partner",
+                                 "C": "driver", "D": "T2", "S": "surrogate"}
+
+
+def test_agent_reaches_no_exempt_statistic():
+    names = ["instrument.share_same_lead", "transcript.r", "shape.skew_raw", "covariates.bmi", "communality.max_abs_r",
+             "covariates.age", "instrument.lead_r2", "shape.skew"]
+    table = pd.DataFrame(np.zeros((3, len(names))), columns=names)
+    usable = tells_agent.usable_columns(table, [e.pattern for e in tells_scan.EXEMPT])
+    assert usable == ["transcript.r", "covariates.age", "instrument.lead_r2", "shape.skew"]
+    assert usable == tells_scan.usable_statistics(names)
+
+
+def test_agent_claims_from_planted_outliers_and_nothing_from_ordinary_proteins():
+    rng = np.random.default_rng(11)
+    cols = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2", "instrument.conditional_r2",
+            "instrument.lead_r2"]
+    # ordinary proteins: within 2 SD on every statistic, so none can pass the decoy thresholds (sum below -5)
+    table = pd.DataFrame(np.clip(rng.standard_normal((300, 6)), -2.0, 2.0), index=[f"PROT_{i:04d}" for i in range(300)],
+                         columns=cols)
+    usable = list(cols)
+    empty = tells_agent.tells_claims(table, usable)
+    assert not empty["rejected"] and not empty["abstentions"] and not empty["nominated"]
+    table.loc["PROT_0007", cols[:5]] = [-4.0, -3.0, -3.5, -3.0, 0.0]  # no transcript, factors, age term, partners
+    table.loc["PROT_0011", cols[:5]] = [-4.0, -3.0, -3.5, -2.0, 8.0]  # no transcript or factors; L's genetics
+    table.loc["PROT_0020", "instrument.lead_r2"] = -9.0  # weakest instrument
+    claims = tells_agent.tells_claims(table, usable)
+    assert {(r["molecule"], r["mechanism"]) for r in claims["rejected"]} == {
+        ("PROT_0007", "confounding"), ("PROT_0011", "reverse_causation")}
+    entry = claims["abstentions"][0]["molecules"]
+    assert len(entry) == 5 and entry[0] == "PROT_0020" and entry[-1] == "PROT_0011" and "PROT_0007" not in entry
+    assert claims["nominated"] == []
+
+
+# ----------------------------------------------------------------------------- tiny worlds
+
+
+def _cell(report, stat, kind):
+    return next(r for r in report["cells"] if r["statistic"] == stat and r["kind"] == kind)
+
+
+def _failed(report, name):
+    return [c for c in report["sealed_checks"] if c["name"].startswith(name) and not c["passed"]]
+
+
+def _findings(report, cells):
+    return [(stat, kind) for stat, kind in cells if _cell(report, stat, kind)["verdict"] == "FINDING"]
+
+
+#: Where each of issue 12's six findings shows in the scan's report: the role kinds' ranks on
+#: transcript agreement, communality and instrument strength; the sealed checks for the rest.
+SIGNATURES = {
+    "transcripts": lambda r: len(_findings(r, [("transcript.r", "T1"), ("transcript.r", "T2"),
+                                               ("transcript.r", "a9_partner")])) == 3,
+    "communality": lambda r: len(_findings(r, [("communality.pc12", "T2"), ("communality.pc12", "a9_partner")])) == 2,
+    "weak_instrument": lambda r: len(_findings(r, [("instrument.lead_r2", "a9_driver")])) == 1,
+    "cis_sharing": lambda r: bool(_failed(r, "instruments_moving_l")),
+    "t8_signs": lambda r: bool(_failed(r, "surrogate")),
+    "t4_separable": lambda r: bool(_failed(r, "t4_inseparable")),
+}
+
+
+def test_scan_catches_each_leak_on_a_leaky_build(leaky_set):
+    _, report, _ = leaky_set
+    missed = [leak for leak in LEAKS if not SIGNATURES[leak](report)]
+    assert not missed, missed
+    # the surrogate looks protective in DCM even with the fixed-sign leak: only other archetypes fail
+    assert {c["archetype"] for c in _failed(report, "surrogate")} <= {"hcm", "ischemic", "hfpef"}
+    assert not report["passed"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("leak", LEAKS)
+def test_scan_catches_each_leak_alone(leak, tmp_path):
+    """Each fix switched off on its own: its finding, and no other of the six, is caught."""
+    report = tells_scan.run(str(_build_set(tmp_path, [f"world.test_leaks=[{leak}]"])), jobs=2)
+    assert SIGNATURES[leak](report), leak
+    assert [other for other in LEAKS if other != leak and SIGNATURES[other](report)] == []
+
+
+def test_scan_finds_nothing_on_clean_worlds(tmp_path_factory):
+    root = _build_set(tmp_path_factory.mktemp("tells_clean"), ["world.test_leaks=[]"])
+    report = tells_scan.run(str(root), jobs=2)
+    assert report["passed"], report["findings"]
+
+
+def test_tells_agent_exploits_a_leaky_build(leaky_set):
+    """The exploit scores at least null + 10 on average where the roles leak.  Its claims are
+    computed from the scan's own per-world statistics (the agent emits the same code) and
+    scored; one world is played through the harness to show the sandboxed agent makes
+    exactly these claims."""
+    root, _, results = leaky_set
+    exempt = [e.pattern for e in tells_scan.EXEMPT]
+    gains = {}
+    for res in results:
+        sealed = Path(res["dir"]) / "sealed"
+        truth = json.loads((sealed / "truth.json").read_text())
+        proteins = set(json.loads((sealed / "oracle.json").read_text())["proteins"])
+        table = res["table"]
+        claims = tells_agent.tells_claims(table, tells_agent.usable_columns(table, exempt), each_z=tells_agent.EACH_Z,
+                                          sum_z=tells_agent.SUM_Z, t1_z=tells_agent.T1_Z,
+                                          max_candidates=tells_agent.MAX_CANDIDATES)
+        ours, empty = (score(truth, c, None, None, None, None, [], proteins) for c in (claims, {}))
+        assert ours["safety_penalty"] == 0.0
+        gains[res["world"]] = (ours["total"], empty["total"], claims)
+    assert np.mean([t - n for t, n, _ in gains.values()]) >= 10.0, {w: g[:2] for w, g in gains.items()}
+    world = Path(results[1]["dir"])
+    played = {}
+    for name in ("null", "tells"):
+        played[name] = run_episode(str(world), create_agent(name), budget=0, agent_name=name,
+                                   out=root / "episodes" / world.name / name, timeout=240)
+        assert played[name]["episode"]["exit_reason"] == "submitted" and played[name]["episode"]["spent"] == 0
+    sandboxed = json.loads((Path(played["tells"]["episode"]["episode_dir"]) / "work" / "submission.json").read_text())
+    total, null_total, claims = gains[results[1]["world"]]
+    assert sandboxed == json.loads(json.dumps(claims))
+    assert played["tells"]["total"] == pytest.approx(total) and played["null"]["total"] == pytest.approx(null_total)
+
+
+def test_cli_writes_json_and_exits_1_on_findings(leaky_set, tmp_path):
+    root, _, _ = leaky_set
+    out = tmp_path / "tells.json"
+    done = subprocess.run([sys.executable, "-m", "pipeline.audit", "--tells", str(root), "--json-out", str(out),
+                           "--worlds", "tells-1-hcm", "--cache", str(root / ".tells-cache")],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 1, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert not report["passed"] and report["findings"]
+    assert "tell scan of 1 world(s)" in done.stdout and "exempt planted signals" in done.stdout
+
+
+def test_an_unreadable_world_fails_the_scan(tmp_path):
+    for part in ("release", "sealed"):
+        (tmp_path / "broken" / part).mkdir(parents=True)
+    report = tells_scan.scan([tells_scan.analyse_world_safely(str(tmp_path / "broken"))])
+    assert not report["passed"]
+    assert [c["name"] for c in report["sealed_checks"]] == ["world_analysed"]
+    assert "truth.json" in report["findings"][0]
+
+
+def test_cli_rejects_a_folder_without_worlds(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pipeline.audit", "--tells", str(tmp_path)], capture_output=True,
+                          text=True, cwd=REPO, timeout=120)
+    assert done.returncode != 0 and "no built worlds" in done.stderr
+
+
+@pytest.mark.slow
+def test_paper_panel_tell_scan():
+    """The full-panel figures: scripts/tells_panel.py at tiny and small scale (README, "Benchmark validity")."""
+    out = os.environ.get("DTW_TELLS_OUT", str(REPO / "worlds-tells"))
+    seeds = os.environ.get("DTW_TELLS_SEEDS")
+    for scale in ("tiny", "small"):
+        cmd = [sys.executable, "scripts/tells_panel.py", "--scale", scale, "--out", f"{out}/{scale}"]
+        if seeds:
+            cmd += ["--seeds", seeds]
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        print(done.stdout[-20000:])
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
