@@ -140,9 +140,9 @@ def _one_line(exc: Exception, world: Any = None) -> str:
         name = key.group(1)
         if "does not support deletion" in text:
             return f"{name}: {first}; valid: set a value instead (fields cannot be removed)"
-        if _rule(name) is None:
+        if _rule(name, world) is None:
             return f"{name}: no such field; valid: {_valid_fields(name.rpartition('.')[0], world)}"
-        expected = _field_type(name)
+        expected = _field_type(name, world)
         return f"{name}: {first}" + (f"; valid: {expected}" if expected else "")
     return " ".join(text.split())[:400]
 

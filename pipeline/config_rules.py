@@ -412,9 +412,11 @@ def check_kind_config(cfg, kind: str) -> None:
     check_fields(cfg, kind_rules(kind))
 
 
-def _rule(name: str) -> Optional[Rule]:
-    """The rule of field ``name`` in the biobank schema, the panel's or another kind's."""
-    for rules in (FIELD_RULES, PANEL_FIELD_RULES, *(r for _, r in WORLD_SCHEMAS.values())):
+def _rule(name: str, world=None) -> Optional[Rule]:
+    """The rule of field ``name`` in a config whose world is typed by ``world`` (None: the
+    biobank world's, or a panel's)."""
+    kind = next((k for k, (cls, _) in WORLD_SCHEMAS.items() if cls is world), None) if world is not None else None
+    for rules in ((kind_rules(kind),) if kind is not None else (FIELD_RULES, PANEL_FIELD_RULES)):
         if rules.get(name) is not None:
             return rules[name]
     return None
@@ -439,8 +441,8 @@ def _valid_fields(path: str, world=None) -> str:
     return ", ".join(fields)
 
 
-def _field_type(name: str) -> str:
-    rule = _rule(name)
+def _field_type(name: str, world=None) -> str:
+    rule = _rule(name, world)
     return rule.valid() if rule is not None else ""
 
 

@@ -38,7 +38,6 @@ def _manifest_hashes(world_dir: Path) -> dict:
     for bundle in ("release", "sealed"):
         doc = json.loads((world_dir / bundle / "MANIFEST.json").read_text())
         out.update({f"{bundle}/{f['path']}": f["sha256"] for f in doc["files"]})
-        doc.pop("created")  # the manifest's wall-clock stamp, as in the biobank determinism tests
         out[f"{bundle}/MANIFEST.json"] = json.dumps(doc, sort_keys=True)
     return out
 
@@ -54,16 +53,29 @@ def test_compose_and_sizes():
     assert (paper["budget"], paper["top_k"], paper["submission_size"]) == (100_000, 1000, 3000)
 
 
+def test_every_screening_field_has_a_rule():
+    from pipeline.screening.config import FIELD_RULES, ScreeningWorldConfig
+
+    assert set(config.schema_leaves(config.RootConfig, world=ScreeningWorldConfig)) == set(FIELD_RULES)
+    assert all(isinstance(r, config.Rule) for r in FIELD_RULES.values())
+
+
 @pytest.mark.parametrize("override, message", [
-    ("scale=biobank", "scale: 'biobank' has no screening size"),
-    ("world.conformations=10", "world.conformations: 10 is out of range"),
-    ("world.score.hidden_share=1.0", "world.score.hidden_share"),
-    ("world.archetype=dcm", "world.archetype: Key 'archetype' not in 'ScreeningWorldConfig'"),
+    ("scale=biobank", "scale: 'biobank' has no screening size; valid: tiny, small, paper"),
+    ("world.conformations=10", "world.conformations: 10 is invalid; valid: integer in [1000, 5,000,000] or null"),
+    ("world.score.hidden_share=1.0", "world.score.hidden_share: 1.0 is invalid; valid: number in [0, 1)"),
+    ("world.pocket.semi_axes=[1,2]", "world.pocket.semi_axes: [1.0, 2.0] is invalid; valid: three lengths in [2, 30]"),
+    ("world.docking.starts=0", "world.docking.starts: 0 is invalid; valid: integer in [1, 10,000]"),
+    ("world.submission_fraction=0.001", "world.submission_fraction: 300 ids per submission with top-K 1000"),
+    ("world.archetype=dcm", "world.archetype: no such field; valid: id, kind, seed, conformations"),
+    ("+world.extra=1", "world.extra: no such field; valid: id, kind, seed, conformations"),
+    ("world.docking.nope=1", "world.docking.nope: no such field; valid: starts, steps, spread"),
 ])
 def test_bad_screening_config_names_the_field(override, message):
+    overrides = ["world=screening-01", override] + (["world.top_fraction=0.1"] if "submission" in override else [])
     with pytest.raises(config.ConfigError) as err:
-        config.load(["world=screening-01", override])
-    assert message in str(err.value) and "\n" not in str(err.value)
+        config.load(overrides)
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
 def test_biobank_worlds_still_typed():
@@ -262,7 +274,7 @@ def test_oracle_rules_and_ledger(world, tmp_path):
     assert result["score"] == 100.0 and result["best_submission"] == 2 and result["details"]["labels_used"] == 600
     import jsonschema
 
-    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "screening-score.schema.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parents[1] / "pipeline" / "schemas" / "screening-score.schema.json").read_text())
     jsonschema.validate(result, schema)
 
 

@@ -77,12 +77,20 @@ class PoseALAgent(_ActiveLearning):
 
 
 REGISTRY = {spec.name: spec for spec in (
-    AgentSpec("random", RandomAgent, description="one submission of random ids"),
-    AgentSpec("labels_only", LabelsOnlyAgent, description="the whole budget at random; submit the best labelled"),
-    AgentSpec("invariant_al", InvariantALAgent, description="Morgan bits, LightGBM, ten AL rounds, three strategic submissions"),
-    AgentSpec("pose_al", PoseALAgent, description="Morgan bits + pocket-frame grid occupancy, same loop"),
+    AgentSpec("random", RandomAgent, reference=True, description="one submission of random ids"),
+    AgentSpec("labels_only", LabelsOnlyAgent, reference=True,
+              description="the whole budget at random; submit the best labelled"),
+    AgentSpec("invariant_al", InvariantALAgent, reference=True,
+              description="Morgan bits, LightGBM, ten AL rounds, three strategic submissions"),
+    AgentSpec("pose_al", PoseALAgent, reference=True, description="Morgan bits + pocket-frame grid occupancy, same loop"),
 )}
 STRATEGIES = tuple(REGISTRY)
+
+
+def is_reference_agent(agent) -> bool:
+    """True only for an instance of one of these reference strategies' classes (not a subclass):
+    the project's own code, which may run with isolation="auto"."""
+    return any(type(agent) is spec.factory for spec in REGISTRY.values() if spec.reference)
 
 
 def create_agent(name: str):

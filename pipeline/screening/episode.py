@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import sys
 import time
@@ -88,7 +89,7 @@ class ScreeningEpisode:
     """State and steps of one screening episode; ``run()`` plays it and returns the score."""
 
     def __init__(self, world_dir, agent: Agent, *, agent_name: Optional[str] = None, out=None, mode: str = "limited",
-                 max_turns: Optional[int] = None, timeout: Optional[float] = None, isolation: str = "auto",
+                 max_turns: Optional[int] = None, timeout: Optional[float] = None, isolation: Optional[str] = None,
                  overwrite: bool = False, clock_hours: Optional[float] = None):
         if mode not in MODES:
             raise EpisodeError(f"mode={mode!r}: invalid; valid: {', '.join(MODES)}")
@@ -98,6 +99,7 @@ class ScreeningEpisode:
             raise EpisodeError(f"world_dir={world_dir}: not a built screening world (release/MANIFEST.json kind)")
         spec = json.loads((self.sealed / ORACLE).read_text())
         self.world_id = spec["world_id"]
+        self.episode_id = secrets.token_hex(6)  # what the agent is told: the world's id is not its to know
         self.mode = mode
         self.max_turns = int(max_turns or MODES[mode]["turns"])
         self.timeout = float(timeout or MODES[mode]["timeout"])
@@ -113,6 +115,10 @@ class ScreeningEpisode:
         self.work.mkdir()
         self.ledger_path = self.dir / "ledger.jsonl"
         self.transcript_path = self.dir / "transcript.json"
+        if isolation is None:  # as the biobank harness: "auto" for the project's own strategies, else "require"
+            from .agents import is_reference_agent
+
+            isolation = "auto" if is_reference_agent(agent) else "require"
         # a screening program gets this package's prelude (label requests, submissions) instead of the biobank one
         self.sandbox = sandbox_mod.Sandbox(self.release, self.work, self.dir / "sandbox",
                                            protected=[self.sealed, self.dir, self.world], isolation=isolation,
@@ -162,12 +168,12 @@ class ScreeningEpisode:
                  "submission_size": self.oracle.submission_size, "max_submissions": self.oracle.max_submissions}
         system = prompt_mod.system_prompt(sizes, self.max_turns, self.timeout, self.clock_s, self.sandbox.isolated)
         opening = prompt_mod.opening_message(self.sandbox.agent_paths)
-        self.header = {"format": TRANSCRIPT_FORMAT, "world_id": self.world_id, "agent": self.agent_name, "mode": self.mode,
-                       "max_turns": self.max_turns, "timeout": self.timeout, "clock_s": self.clock_s,
+        self.header = {"format": TRANSCRIPT_FORMAT, "world_id": self.world_id, "episode_id": self.episode_id, "agent": self.agent_name,
+                       "mode": self.mode, "max_turns": self.max_turns, "timeout": self.timeout, "clock_s": self.clock_s,
                        "isolated": self.sandbox.isolated, "isolation_reason": self.sandbox.reason, "sizes": sizes,
                        "system_prompt": system, "opening": opening}
         self._write_state(0)
-        return EpisodeInfo(world_id=self.world_id, budget=float(self.oracle.budget), max_turns=self.max_turns,
+        return EpisodeInfo(episode_id=self.episode_id, budget=float(self.oracle.budget), max_turns=self.max_turns,
                            timeout=self.timeout, costs={"label": 1.0}, system_prompt=system, opening=opening,
                            paths=dict(self.sandbox.agent_paths), isolated=self.sandbox.isolated, paper_compat=False)
 
@@ -327,7 +333,7 @@ def main(argv: list[str]) -> int:
         episode = ScreeningEpisode(
             args["world_dir"], create_agent(args["agent"]), agent_name=args["agent"], out=args.get("out"),
             mode=args.get("mode", "limited"), max_turns=int(args["turns"]) if "turns" in args else None,
-            timeout=float(args["timeout"]) if "timeout" in args else None, isolation=args.get("isolation", "auto"),
+            timeout=float(args["timeout"]) if "timeout" in args else None, isolation=args.get("isolation"),
             overwrite=args.get("overwrite", "false").lower() in ("1", "true", "yes", "on"))
     except (EpisodeError, ValueError, OSError, sandbox_mod.SandboxUnavailable) as error:
         print(f"pipeline.episode: {error}", file=sys.stderr)
