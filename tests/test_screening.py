@@ -103,14 +103,12 @@ def test_tiny_build_release_and_sealed(world):
     assert verify(out, out.release) == [] and verify(out, out.sealed) == []
 
 
-def test_same_bytes_for_sync_and_a_local_cluster(tmp_path):
-    """Two 3,000-row shards and one partial: sync vs a LocalCluster with two worker processes."""
-    over = ["world=screening-02", "world.conformations=7000"]
-    a = _load([*over, "cluster=sync"], tmp_path / "a")
-    b = _load([*over, "cluster=local", "cluster.n_workers=2"], tmp_path / "b")
-    build(a, progress=False)
+def test_same_bytes_for_sync_and_a_local_cluster(world, tmp_path):
+    """The shared world (two 5,000-row shards, built in this process) rebuilt on a LocalCluster
+    with two worker processes."""
+    b = _load([*(o for o in TINY if o != "cluster=sync"), "cluster=local", "cluster.n_workers=2", "cluster.progress=false"], tmp_path / "b")
     build(b, progress=False)
-    ha, hb = _manifest_hashes(tmp_path / "a" / "screening-02"), _manifest_hashes(tmp_path / "b" / "screening-02")
+    ha, hb = _manifest_hashes(world), _manifest_hashes(tmp_path / "b" / "screening-01")
     assert ha.keys() == hb.keys()
     assert [k for k in ha if ha[k] != hb[k]] == []
 
@@ -346,12 +344,21 @@ def test_assembly_keeps_synthon_geometry():
 # ----------------------------------------------------------------------------- episodes
 
 
-@pytest.mark.parametrize("strategy", ["random", "labels_only", "invariant_al", "pose_al"])
-def test_reference_episode(world, tmp_path, strategy):
+#: The learners' loop checked quickly by default (three rounds, 100 trees: 7 turns instead of 14);
+#: their specification's ten rounds of 400 trees run under ``-m slow``.
+QUICK = {"rounds": 3, "trees": 100}
+
+
+@pytest.mark.parametrize("strategy, options", [
+    ("random", {}), ("labels_only", {}), ("invariant_al", QUICK), ("pose_al", QUICK),
+    pytest.param("invariant_al", {}, marks=pytest.mark.slow), pytest.param("pose_al", {}, marks=pytest.mark.slow),
+])
+def test_reference_episode(world, tmp_path, strategy, options):
     from pipeline.screening.agents import create_agent
     from pipeline.screening.episode import run_episode
 
-    r = run_episode(world, create_agent(strategy), out=tmp_path / strategy, mode="unrestricted")
+    r = run_episode(world, create_agent(strategy, **options), out=tmp_path / strategy, mode="unrestricted")
+    assert r["episode"]["turns_used"] == {"random": 1, "labels_only": 2}.get(strategy, options.get("rounds", 10) + 3)
     used = {"random": 1, "labels_only": 1}.get(strategy, 3)
     assert len(r["submissions"]) == used, r["episode"]
     assert r["episode"]["exit_reason"] in ("finished", "submissions_used")

@@ -55,17 +55,26 @@ finish()
 class _ActiveLearning(_Screening):
     kind = "invariant"
 
+    def __init__(self, rounds: int = 10, trees: int = 400):
+        """``rounds`` and ``trees`` are the specification's (10, 400); fewer only in a quick check
+        of the loop (the tests' tiny episodes), never in a calibration."""
+        super().__init__()
+        if not (1 <= int(rounds) <= 100 and 1 <= int(trees) <= 10_000):
+            raise ValueError(f"rounds={rounds}, trees={trees}: invalid; valid: rounds in [1, 100], trees in [1, 10000]")
+        self.rounds, self.trees = int(rounds), int(trees)
+
     def programs(self, info: EpisodeInfo) -> list[str]:
         head = "import screening_al as al\n"
-        first = (f"open(os.path.join(WORK, 'screening_al.py'), 'w').write({STRATEGY_SOURCE!r})\n" + head +
-                 f"al.featurize(RELEASE, WORK, {self.kind!r})\n"
-                 f"print('round 1:', al.al_round(WORK, {self.kind!r}, 1, status(), labels(), request_labels), 'requested')\n")
-        rounds = [head + f"print('round {k}:', al.al_round(WORK, {self.kind!r}, {k}, status(), labels(), request_labels), 'requested')\n"
-                  for k in range(2, 11)]
-        subs = [head + f"ids = al.submission(WORK, {self.kind!r}, {k}, status(), labels(), submission_results())\n"
+        opts = f"rounds={self.rounds}, trees={self.trees}"
+        round_code = [head + f"print('round {k}:', al.al_round(WORK, {self.kind!r}, {k}, status(), labels(), request_labels, "
+                             f"{opts}), 'requested')\n" for k in range(1, self.rounds + 1)]
+        round_code[0] = (f"open(os.path.join(WORK, 'screening_al.py'), 'w').write({STRATEGY_SOURCE!r})\n" + head +
+                         f"al.featurize(RELEASE, WORK, {self.kind!r})\n" + round_code[0][len(head):])
+        subs = [head + f"ids = al.submission(WORK, {self.kind!r}, {k}, status(), labels(), submission_results(), "
+                       f"trees={self.trees})\n"
                        f"print('submission {k}:', submit(ids), 'ids; results so far', submission_results())\n"
                 for k in (1, 2, 3)]
-        return [first, *rounds, *subs]
+        return [*round_code, *subs]
 
 
 class InvariantALAgent(_ActiveLearning):
@@ -93,10 +102,10 @@ def is_reference_agent(agent) -> bool:
     return any(type(agent) is spec.factory for spec in REGISTRY.values() if spec.reference)
 
 
-def create_agent(name: str):
+def create_agent(name: str, **options):
     spec = REGISTRY.get(name)
     if spec is None:
         raise ValueError(f"agent={name!r}: unknown for a screening world; valid: {', '.join(REGISTRY)}")
-    agent = spec.factory()
+    agent = spec.factory(**options)
     agent.name = name
     return agent

@@ -103,11 +103,11 @@ def load_features(work: str, kind: str):
     return ids, matrix
 
 
-def train(matrix, rows, y, objective: str = "regression"):
+def train(matrix, rows, y, objective: str = "regression", trees: int = N_TREES):
     import lightgbm as lgb
 
     params = dict(PARAMS, objective=objective)
-    return lgb.train(params, lgb.Dataset(matrix[rows], label=y, free_raw_data=True), num_boost_round=N_TREES)
+    return lgb.train(params, lgb.Dataset(matrix[rows], label=y, free_raw_data=True), num_boost_round=trees)
 
 
 def predict(model, matrix, rows, chunk: int = 100_000) -> np.ndarray:
@@ -123,12 +123,13 @@ def labelled_rows(ids, labels_frame) -> tuple:
     return rows, labels_frame["score"].to_numpy(dtype=float)
 
 
-def al_round(work: str, kind: str, round_no: int, status: dict, labels_frame, request) -> int:
-    """Request the batch of round ``round_no`` (1-based); returns its size."""
+def al_round(work: str, kind: str, round_no: int, status: dict, labels_frame, request, rounds: int = ROUNDS,
+             trees: int = N_TREES) -> int:
+    """Request the batch of round ``round_no`` (1-based) of ``rounds``; returns its size."""
     ids, matrix = load_features(work, kind)
     n = len(ids)
-    batch = status["budget"] // ROUNDS
-    if round_no == ROUNDS:
+    batch = status["budget"] // rounds
+    if round_no == rounds:
         batch = status["labels_remaining"]
     rng = np.random.default_rng(1000 + round_no)
     labelled = np.zeros(n, dtype=bool)
@@ -140,7 +141,7 @@ def al_round(work: str, kind: str, round_no: int, status: dict, labels_frame, re
     if round_no == 1 or not labelled.any():
         pick = rng.choice(pool, batch, replace=False)
     else:
-        model = train(matrix, rows, y)
+        model = train(matrix, rows, y, trees=trees)
         pred = predict(model, matrix, pool)
         n_top = int(round(batch * (1 - EXPLORE)))
         order = np.argsort(-pred, kind="stable")
@@ -151,7 +152,8 @@ def al_round(work: str, kind: str, round_no: int, status: dict, labels_frame, re
     return batch
 
 
-def submission(work: str, kind: str, number: int, status: dict, labels_frame, results: list) -> list:
+def submission(work: str, kind: str, number: int, status: dict, labels_frame, results: list,
+               trees: int = N_TREES) -> list:
     """The ids of submission ``number`` (1, 2 or 3) by the specification above."""
     ids, matrix = load_features(work, kind)
     size = status["submission_size"]
@@ -167,7 +169,7 @@ def submission(work: str, kind: str, number: int, status: dict, labels_frame, re
     pool = np.flatnonzero(~labelled)
     fill = size - len(known_in)
     if number == 2:
-        model = train(matrix, rows, y)
+        model = train(matrix, rows, y, trees=trees)
         pred = predict(model, matrix, pool)
     else:
         scores = frame["score"].to_numpy()
@@ -179,9 +181,9 @@ def submission(work: str, kind: str, number: int, status: dict, labels_frame, re
             threshold = 0.5 * (scores[o1 - 1] + scores[o1])
         positives = y >= threshold
         if positives.sum() >= 5:
-            model = train(matrix, rows, positives.astype(float), objective="binary")
+            model = train(matrix, rows, positives.astype(float), objective="binary", trees=trees)
         else:  # too few labelled conformations above the threshold to learn a class from
-            model = train(matrix, rows, y)
+            model = train(matrix, rows, y, trees=trees)
         pred = predict(model, matrix, pool)
     order = np.argsort(-pred, kind="stable")[:fill]
     return known_in + [ids[i] for i in pool[order]]
