@@ -53,6 +53,15 @@ def test_compose_and_sizes():
     assert (paper["budget"], paper["top_k"], paper["submission_size"]) == (100_000, 1000, 3000)
 
 
+def test_the_build_commands_machine_checks_take_a_screening_world(tmp_path):
+    """``python -m pipeline.build`` runs pipeline.preflight before any compute: the screening kind's
+    own size model (pipeline.kinds: estimate) is used, not the biobank world's."""
+    from pipeline import preflight
+
+    est = preflight.check(config.load(["world=screening-01", "scale=paper", f"out={tmp_path}"]))
+    assert est.output == 1_000_000 * 1578
+
+
 def test_every_screening_field_has_a_rule():
     from pipeline.screening.config import FIELD_RULES, ScreeningWorldConfig
 

@@ -70,6 +70,7 @@ KIND = kinds.WorldKind(
     validate_main=_part("validate", "main"),
     audit_main=_part("audit", "main"),
     agents=_agents,
+    estimate=_part("config", "estimate"),
 )
 
 __all__ = ["KIND"]

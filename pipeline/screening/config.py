@@ -206,6 +206,20 @@ def validate(cfg, seed_file_text: Optional[str] = None) -> ScreeningResolved:
     return ScreeningResolved(cfg=cfg, seed=seed)
 
 
+#: Bytes per conformation of a built world, from a tiny build (10,000 conformations: release
+#: 7.3 MB, sealed 1.1 MB); the shard parts and the assembled library.parquet exist together
+#: until the library is assembled.
+OUT_PER_CONFORMATION = 2 * 732 + 114
+
+
+def estimate(cfg):
+    """The disk a screening build needs at its largest (``pipeline.preflight``; memory is not
+    modelled: the client holds a few arrays of n numbers, a task one 5,000-row shard)."""
+    from ..preflight import Estimate
+
+    return Estimate(client=0, task=0, output=int(OUT_PER_CONFORMATION * conformations(cfg)))
+
+
 def world_determining(resolved: ScreeningResolved) -> dict:
     """The config that determines the world's bytes (what ``sealed/world.yaml`` records)."""
     plain = OmegaConf.to_container(resolved.cfg.world, resolve=True)
