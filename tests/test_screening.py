@@ -62,6 +62,18 @@ def test_the_build_commands_machine_checks_take_a_screening_world(tmp_path):
     assert est.output == 1_000_000 * 1578
 
 
+def test_each_screening_stream_is_registered_and_used():
+    """Registered with pipeline.streams under the screening kind, and drawn by its constant."""
+    from pipeline import streams
+    from pipeline.screening import streams as sstreams
+
+    mine = {s.name for s in streams.REGISTRY.values() if s.world_kind == "screening"}
+    constants = {k for k, v in vars(sstreams).items() if isinstance(v, str) and v in streams.REGISTRY}
+    assert mine == {getattr(sstreams, k) for k in constants} and len(mine) == 7
+    source = "".join(p.read_text() for p in (Path(sstreams.__file__).parent).glob("*.py") if p.name != "streams.py")
+    assert [k for k in constants if k not in source] == []
+
+
 def test_every_screening_field_has_a_rule():
     from pipeline.screening.config import FIELD_RULES, ScreeningWorldConfig
 

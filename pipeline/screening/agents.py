@@ -85,13 +85,16 @@ class PoseALAgent(_ActiveLearning):
     kind = "pose"
 
 
+_AL_OPTIONS = {"rounds": "active-learning rounds (the specification: 10)",
+               "trees": "LightGBM trees per model (the specification: 400)"}
 REGISTRY = {spec.name: spec for spec in (
     AgentSpec("random", RandomAgent, reference=True, description="one submission of random ids"),
     AgentSpec("labels_only", LabelsOnlyAgent, reference=True,
               description="the whole budget at random; submit the best labelled"),
-    AgentSpec("invariant_al", InvariantALAgent, reference=True,
+    AgentSpec("invariant_al", InvariantALAgent, reference=True, options=_AL_OPTIONS,
               description="Morgan bits, LightGBM, ten AL rounds, three strategic submissions"),
-    AgentSpec("pose_al", PoseALAgent, reference=True, description="Morgan bits + pocket-frame grid occupancy, same loop"),
+    AgentSpec("pose_al", PoseALAgent, reference=True, options=_AL_OPTIONS,
+              description="Morgan bits + pocket-frame grid occupancy, same loop"),
 )}
 STRATEGIES = tuple(REGISTRY)
 
