@@ -187,7 +187,7 @@ class WorldConfig:
     driver_weight: List[float] = field(default_factory=lambda: [0.30, 0.45])  #: |w| ~ U(lo, hi)
     cis_h2: List[float] = field(default_factory=lambda: [0.03, 0.25])  #: h2 ~ U(lo, hi) (the mixture's main component)
     cis_h2_weak: List[float] = field(default_factory=lambda: [0.01, 0.03])  #: weak component of the h2 mixture (the A9 driver's)
-    cis_h2_weak_fraction: float = 0.25  #: share of proteins drawing h2 from the weak component
+    cis_h2_weak_fraction: float = 0.45  #: share of proteins drawing h2 from the weak component
     af_beta: List[float] = field(default_factory=lambda: [0.734507, 1.064551])  #: q = 0.034381 + (0.5 - 0.034381) Beta(a, b)
     ld_decay_kb: float = 110.0  #: latent correlation exp(-|dpos| / ld_decay) between variants
     trans_fraction: float = 0.20  #: proteins with a trans (master-regulator) effect of sqrt(0.01)

@@ -11,11 +11,40 @@ from pipeline import config
 from pipeline.build import build
 
 
-def build_world(out_dir, world="all-biases", scale="tiny", extra=()):
+def build_world(out_dir, world="all-biases", scale="tiny", extra=(), executor=None):
     overrides = [f"world={world}", f"scale={scale}", f"out={out_dir}", "cluster=sync", "cluster.progress=false", *extra]
     resolved = config.load(overrides)
-    build(resolved, progress=False)
+    build(resolved, executor=executor, progress=False)
     return os.path.join(str(out_dir), resolved.cfg.world.id)
+
+
+def build_worlds(specs, executor, jobs: int = 4) -> list:
+    """Builds ``(out_dir, world, scale, extra)`` specs concurrently on one cluster, as a
+    panel does (``jobs`` client threads; configs composed first, in this thread);
+    returns the world folders in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    resolved = [config.load([f"world={world}", f"scale={scale}", f"out={out}", "cluster=local", "cluster.progress=false",
+                             *extra]) for out, world, scale, extra in specs]
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(lambda r: build(r, executor=executor, progress=False, live=False), resolved))
+    return [os.path.join(str(out), r.cfg.world.id) for (out, *_), r in zip(specs, resolved)]
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """One distributed LocalCluster with two worker processes for the whole session:
+    the tests that build through a real cluster share it instead of each starting
+    their own (the worker-kill test keeps its own: it kills one)."""
+    from omegaconf import OmegaConf
+
+    from pipeline.graph.executor import make_executor
+
+    cfg = OmegaConf.structured(config.ClusterConfig(n_workers=2, progress=False, dashboard_address=None))
+    executor = make_executor(cfg, processes=True, announce=False)
+    assert executor.n_workers == 2
+    yield executor
+    executor.close()
 
 
 @pytest.fixture(scope="session")
@@ -26,9 +55,25 @@ def tiny_world(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_world_noimaging(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny_noimg")
-    return build_world(out, extra=("release=noimaging",))
+def tiny_built(tmp_path_factory):
+    """``tiny_built(world, *overrides)``: that tiny world without pixels, built once per
+    session however many modules read it.  Read-only: a test that changes files copies
+    the world first."""
+    built: dict = {}
+
+    def get(world: str = "all-biases", *extra: str) -> str:
+        key = (world, *extra)
+        if key not in built:
+            built[key] = build_world(tmp_path_factory.mktemp(f"tiny_noimg_{world}"), world=world,
+                                     extra=("release=noimaging", *extra))
+        return built[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_world_noimaging(tiny_built):
+    return tiny_built("all-biases")
 
 
 def have(tool: str) -> bool:

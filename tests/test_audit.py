@@ -24,9 +24,9 @@ SALT = "audit-salt-1"
 
 
 @pytest.fixture(scope="module")
-def salted(tmp_path_factory):
+def salted(tiny_built):
     """all-biases, no imaging, with the roles re-dealt over identifiers."""
-    return build_world(tmp_path_factory.mktemp("salted"), extra=("release=noimaging", f"world.roles_salt={SALT}"))
+    return tiny_built("all-biases", f"world.roles_salt={SALT}")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,9 @@ def seed_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def imaging_pair(tmp_path_factory):
     """all-biases with a few imaged participants, twice with different role deals;
-    T3 selects on L, so who is imaged differs between the two."""
+    T3 selects on L, so who is imaged differs between the two.  In this process: on
+    the shared cluster both workers would first have to load the MRI kernels, which
+    costs more than rendering 16 participants."""
     extra = ("scale.imaged=16",)
     a = build_world(tmp_path_factory.mktemp("img_a"), extra=extra)
     b = build_world(tmp_path_factory.mktemp("img_b"), extra=extra + (f"world.roles_salt={SALT}",))
@@ -86,18 +88,14 @@ FINDINGS = ["sealed_inputs", *A.CHECKS]
 
 
 @pytest.fixture(scope="module")
-def report_of(tiny_world_noimaging, tmp_path_factory, seed_file):
-    """The audit report of each tiny world, built and audited once per module."""
+def report_of(tiny_built, seed_file):
+    """The audit report of each tiny world (built once per session), audited once per module."""
     reports = {}
 
     def get(world):
         if world not in reports:
-            if world == "all-biases":
-                built = tiny_world_noimaging
-            else:
-                extra = ("release=noimaging",) + ((f"seeds={seed_file}",) if world.startswith("heldout") else ())
-                built = build_world(tmp_path_factory.mktemp(world), world=world, extra=extra)
-            reports[world] = A.audit(built)
+            extra = (f"seeds={seed_file}",) if world.startswith("heldout") else ()
+            reports[world] = A.audit(tiny_built(world, *extra))
         return reports[world]
 
     return get
@@ -335,9 +333,9 @@ def test_targetability_category_only_roles_carry(tiny_world_noimaging, tmp_path)
     assert not f["passed"] and "paralog_redundancy: values ['17'] occur only among role proteins" in " ".join(f["problems"])
 
 
-def test_unstandardised_role_column_fails(tmp_path_factory, tmp_path):
+def test_unstandardised_role_column_fails(tiny_built, tmp_path):
     """A role column on another scale than its table's other columns stands out."""
-    world = _copy(build_world(tmp_path_factory.mktemp("null"), world="null-01", extra=("release=noimaging",)), tmp_path)
+    world = _copy(tiny_built("null-01"), tmp_path)
     t1 = next(d["protein"] for d in _truth(world)["decoys"] if d["bias"] == "T1")
     assert _finding(A.audit(world, only=["column_summaries"]), "column_summaries")["passed"]
     path = os.path.join(world, "release", "proteomics.parquet")
@@ -440,8 +438,8 @@ def test_compare_missingness_sees_a_changed_pattern(tiny_world_noimaging, salted
     assert diffs and diffs[0].startswith("transcriptomics.parquet: missing-value pattern differs")
 
 
-def test_against_a_different_world_is_not_a_role_shuffle(tiny_world_noimaging, tmp_path_factory):
-    other = build_world(tmp_path_factory.mktemp("null_other"), world="null-01", extra=("release=noimaging",))
+def test_against_a_different_world_is_not_a_role_shuffle(tiny_world_noimaging, tiny_built):
+    other = tiny_built("null-01")
     f = _finding(A.audit(tiny_world_noimaging, against=other, only=[]), "role_shuffle_pair")
     assert not f["passed"] and any("seeds differ" in p for p in f["problems"])
 

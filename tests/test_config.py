@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -212,9 +211,9 @@ def test_malformed_command_is_one_line_before_compute(case, argv, field, tmp_pat
     argv = [a.format(**values) for a in argv]
     if not any(a.startswith("out=") for a in argv):
         argv.insert(0, f"out={out}")
-    t0 = time.perf_counter()
+    # "Before any compute" is what the three patched entry points above prove; a
+    # wall-clock bound would only measure the machine's load.
     status = build_mod.main(argv)
-    seconds = time.perf_counter() - t0
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     assert status == 2, (status, captured.err)
@@ -222,7 +221,6 @@ def test_malformed_command_is_one_line_before_compute(case, argv, field, tmp_pat
     assert lines[0].startswith(f"error: {field}"), lines[0]
     assert "valid: " in lines[0], lines[0]
     assert captured.out == ""
-    assert seconds < 10, f"{seconds:.1f}s"
     assert not out.exists() and list(work.iterdir()) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "cwd"]
 

@@ -512,9 +512,18 @@ def test_cli_runs_an_episode_and_prints_the_score(tiny_world_noimaging, tmp_path
     (["world_dir=/nonexistent", "agent=null", "budget=0"], "not a folder"),
     (["world_dir=WORLD", "agent=openai_chat", "budget=0", "agent.flavour=x"], "unknown option(s) flavour"),
 ])
-def test_cli_rejects_bad_arguments_with_one_line(tiny_world_noimaging, args, message):
+def test_cli_rejects_bad_arguments_with_one_line(tiny_world_noimaging, args, message, capsys):
+    # In-process (the command line's own main); the real subprocess is exercised once below.
+    from pipeline.episode import main
+
     args = [a.replace("WORLD", str(tiny_world_noimaging)) for a in args]
-    done = subprocess.run([sys.executable, "-m", "pipeline.episode", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_cli_rejection_through_the_interpreter_is_one_line(tiny_world_noimaging):
+    done = subprocess.run([sys.executable, "-m", "pipeline.episode", f"world_dir={tiny_world_noimaging}", "agent=null",
+                           "budget=100"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 2
-    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "budget=100: invalid" in done.stderr and len(done.stderr.strip().splitlines()) == 1

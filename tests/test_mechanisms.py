@@ -3,7 +3,7 @@ control failing, and the hard, hard-messy and null worlds building and validatin
 The analyst-view checks at paper scale are in test_paper_scale.py (marked slow)."""
 import pytest
 
-from conftest import build_world
+from conftest import build_worlds
 from pipeline.validate import run
 
 SEEDS = ["0x9e3d1a7c55b24f0e8a61c3f7d9b20e4b", "0xc0ffee1234567890abcdef0123456789", "0x8badf00d8badf00d8badf00d8badf00d"]
@@ -30,13 +30,19 @@ PRIMARY = {
 
 
 @pytest.fixture(scope="module")
-def small_worlds(tmp_path_factory):
-    out = []
-    for i, seed in enumerate(SEEDS):
-        d = build_world(tmp_path_factory.mktemp(f"seed{i}"), scale="small",
-                        extra=("release=noimaging", f"world.seed={seed}", f"world.id=all-biases-s{i}"))
-        out.append(run(d, ["calibration", "mechanisms"]))
-    return out
+def small_built(tmp_path_factory, local_cluster):
+    """The three seeds and the negative controls at small scale, built concurrently on
+    the session's cluster: {"seeds": [folder, ...], "negative": folder}."""
+    specs = [(tmp_path_factory.mktemp(f"seed{i}"), "all-biases", "small",
+              ("release=noimaging", f"world.seed={seed}", f"world.id=all-biases-s{i}")) for i, seed in enumerate(SEEDS)]
+    specs.append((tmp_path_factory.mktemp("neg"), "negative-controls", "small", ("release=noimaging",)))
+    *seeds, negative = build_worlds(specs, local_cluster)
+    return {"seeds": seeds, "negative": negative}
+
+
+@pytest.fixture(scope="module")
+def small_worlds(small_built):
+    return [run(d, ["calibration", "mechanisms"]) for d in small_built["seeds"]]
 
 
 def test_fidelity_passes_for_three_seeds(small_worlds):
@@ -53,9 +59,8 @@ def test_validate_passes_on_small_worlds(small_worlds):
         assert report["passed"], f"{report['world_id']}: {bad}"
 
 
-def test_every_negative_control_fails(tmp_path_factory):
-    d = build_world(tmp_path_factory.mktemp("neg"), world="negative-controls", scale="small", extra=("release=noimaging",))
-    report = run(d, ["mechanisms"])
+def test_every_negative_control_fails(small_built):
+    report = run(small_built["negative"], ["mechanisms"])
     by_name = {c["name"]: c for c in report["checks"]}
     for key, prefix in PRIMARY.items():
         matches = [c for n, c in by_name.items() if prefix in n]
@@ -65,8 +70,8 @@ def test_every_negative_control_fails(tmp_path_factory):
 
 
 @pytest.mark.parametrize("world", ["hard-01", "hard-messy-01", "null-01"])
-def test_hard_messy_and_null_worlds_build_and_validate(world, tmp_path):
-    d = build_world(tmp_path, world=world, extra=("release=noimaging",))
+def test_hard_messy_and_null_worlds_build_and_validate(world, tiny_built):
+    d = tiny_built(world)
     report = run(d, ["calibration", "mechanisms"])
     bad = [(c["name"], c["measured"], c["lower"], c["upper"]) for c in report["checks"] if not c["passed"] and not c["skipped"]]
     assert report["passed"], bad

@@ -14,7 +14,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import build_world
 from pipeline import FORMAT_VERSION, release
 from pipeline import data_dictionary as dd
 from pipeline.manifest import build_manifest
@@ -28,8 +27,8 @@ def rel(tiny_world):
 
 
 @pytest.fixture(scope="module")
-def messy_world(tmp_path_factory):
-    return build_world(tmp_path_factory.mktemp("messy"), world="hard-messy-01", extra=("release=noimaging",))
+def messy_world(tiny_built):
+    return tiny_built("hard-messy-01")
 
 
 class _Local:

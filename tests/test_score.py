@@ -21,6 +21,23 @@ from pipeline.score import score, score_episode
 REPO = Path(__file__).resolve().parents[1]
 SCORE_SCHEMA = json.loads((REPO / "pipeline" / "schemas" / "score.schema.json").read_text())
 SUBMISSION_SCHEMA = json.loads((REPO / "pipeline" / "schemas" / "submission.schema.json").read_text())
+
+
+def _validator(schema: dict):
+    """``jsonschema.validate`` checks the schema against its metaschema on every call,
+    which was nearly all of the fuzz tests' time; here it is checked once per schema."""
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def valid_score(result: dict) -> None:
+    if "score" not in _VALIDATORS:
+        _VALIDATORS["score"] = _validator(SCORE_SCHEMA)
+    _VALIDATORS["score"].validate(result)
+
+
+_VALIDATORS: dict = {}
 PROTEINS = {f"PROT_{i:04d}" for i in range(3000)}
 
 N_SUBJECTS = 600
@@ -106,7 +123,7 @@ PAIR_FREE = {
 def run(truth, submission=None, phenotype=None, baseline_b=0.42, experiments=(), latent=LATENT, mask=EVAL_MASK,
         valid=PROTEINS):
     result = score(truth, submission, phenotype, latent, mask, baseline_b, list(experiments), valid)
-    jsonschema.validate(result, SCORE_SCHEMA)
+    valid_score(result)
     json.dumps(result, allow_nan=False)
     return result
 
@@ -703,7 +720,7 @@ def test_score_episode_reads_files_and_prefers_the_ledger(tmp_path):
         "{not json",
     ]))
     with_ledger = score_episode(sealed, work, ledger)
-    jsonschema.validate(with_ledger, SCORE_SCHEMA)
+    valid_score(with_ledger)
     assert with_ledger["details"]["experiments_delivered"] == ["PROT_0030"]
     assert with_ledger["details"]["experiments_source"].startswith("ledger")
     assert with_ledger["causal_confidence"] == pytest.approx(12.5)
@@ -756,7 +773,7 @@ def test_garbage_phenotype_csv_scores_zero(tmp_path, content):
     work.mkdir()
     (work / "phenotype.csv").write_bytes(content)
     result = score_episode(sealed, work)
-    jsonschema.validate(result, SCORE_SCHEMA)
+    valid_score(result)
     assert result["phenotype_construction"] == 0
 
 
@@ -780,7 +797,7 @@ def test_cli_prints_schema_valid_json(tmp_path):
                                cwd=REPO, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
-    jsonschema.validate(result, SCORE_SCHEMA)
+    valid_score(result)
     assert result["target_identification"] == pytest.approx(30 * (1 / 3) * 1)
     missing = subprocess.run([sys.executable, "-m", "pipeline.score", "--sealed", str(tmp_path / "nope"),
                               "--work", str(work)], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -854,7 +871,7 @@ def test_fuzz_never_crashes_and_stays_in_bounds(seed):
         baseline = rng.choice([0.42, None, float("nan"), 0.85, 2.0, -1.0, "b"])
         result = score(truth, submission, phenotype, LATENT, EVAL_MASK, baseline, experiments,
                        rng.choice([PROTEINS, set(), None]))
-        jsonschema.validate(result, SCORE_SCHEMA)
+        valid_score(result)
         json.dumps(result, allow_nan=False)
         components = sum(result[k] for k in scorer.COMPONENT_KEYS)
         assert result["total_unclipped"] == pytest.approx(components + result["safety_penalty"])
@@ -887,7 +904,7 @@ def test_deeply_nested_and_non_object_submissions(tmp_path):
                  '"just a string"', "42", "null", "NaN", '{"nominated": ["PROT_0010"], "nominated": 5}'):
         (work / "submission.json").write_text(text)
         result = score_episode(sealed, work)
-        jsonschema.validate(result, SCORE_SCHEMA)
+        valid_score(result)
         assert result["target_identification"] == 0
         assert result["safety_penalty"] == 0
 

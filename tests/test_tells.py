@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import build_world
+from conftest import build_worlds
 from pipeline.agents import create_agent
 from pipeline.agents import tells as tells_agent
 from pipeline.harness import run_episode
@@ -44,18 +44,18 @@ def _leak_overrides(leaks: tuple) -> list:
     return [f"world.test_leaks=[{','.join(leaks)}]"]
 
 
-def _build_set(root: Path, overrides: list) -> Path:
-    for i, archetype in enumerate(ARCHETYPES):
-        build_world(root, world="standard-01", extra=(
-            f"world.id=tells-{i}-{archetype}", f"world.seed={_seed(i)}", f"world.archetype={archetype}",
-            "release=noimaging", *overrides))
+def _build_set(root: Path, overrides: list, executor) -> Path:
+    """The five worlds, built concurrently on ``executor`` (a cluster)."""
+    build_worlds([(root, "standard-01", "tiny", (f"world.id=tells-{i}-{archetype}", f"world.seed={_seed(i)}",
+                                                 f"world.archetype={archetype}", "release=noimaging", *overrides))
+                  for i, archetype in enumerate(ARCHETYPES)], executor, jobs=len(ARCHETYPES))
     return root
 
 
 @pytest.fixture(scope="module")
-def leaky_set(tmp_path_factory):
+def leaky_set(tmp_path_factory, local_cluster):
     overrides = _leak_overrides(LEAKS)
-    root = _build_set(tmp_path_factory.mktemp("tells_leaky"), overrides)
+    root = _build_set(tmp_path_factory.mktemp("tells_leaky"), overrides, local_cluster)
     results = tells_scan.analyse_all(str(root), jobs=2, cache=str(root / ".tells-cache"))
     return root, tells_scan.scan(results), results
 
@@ -214,15 +214,15 @@ def test_scan_catches_each_leak_on_a_leaky_build(leaky_set):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("leak", LEAKS)
-def test_scan_catches_each_leak_alone(leak, tmp_path):
+def test_scan_catches_each_leak_alone(leak, tmp_path, local_cluster):
     """Each fix switched off on its own: its finding, and no other of the six, is caught."""
-    report = tells_scan.run(str(_build_set(tmp_path, [f"world.test_leaks=[{leak}]"])), jobs=2)
+    report = tells_scan.run(str(_build_set(tmp_path, [f"world.test_leaks=[{leak}]"], local_cluster)), jobs=2)
     assert SIGNATURES[leak](report), leak
     assert [other for other in LEAKS if other != leak and SIGNATURES[other](report)] == []
 
 
-def test_scan_finds_nothing_on_clean_worlds(tmp_path_factory):
-    root = _build_set(tmp_path_factory.mktemp("tells_clean"), ["world.test_leaks=[]"])
+def test_scan_finds_nothing_on_clean_worlds(tmp_path_factory, local_cluster):
+    root = _build_set(tmp_path_factory.mktemp("tells_clean"), ["world.test_leaks=[]"], local_cluster)
     report = tells_scan.run(str(root), jobs=2)
     assert report["passed"], report["findings"]
 
