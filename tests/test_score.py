@@ -31,13 +31,12 @@ def _validator(schema: dict):
     return cls(schema)
 
 
+_SCORE_VALIDATOR = _validator(SCORE_SCHEMA)
+
+
 def valid_score(result: dict) -> None:
-    if "score" not in _VALIDATORS:
-        _VALIDATORS["score"] = _validator(SCORE_SCHEMA)
-    _VALIDATORS["score"].validate(result)
+    _SCORE_VALIDATOR.validate(result)
 
-
-_VALIDATORS: dict = {}
 PROTEINS = {f"PROT_{i:04d}" for i in range(3000)}
 
 N_SUBJECTS = 600
