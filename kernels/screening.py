@@ -9,13 +9,28 @@ Every random draw comes from ``kernels.rng`` keyed by ``(key, molecule row)``,
 so a molecule's pose depends only on the world's key and its row, never on
 the thread count or how rows are grouped into tasks.  The slow twins are in
 ``kernels.reference.screening``.
+
+Compile time is part of every fresh checkout's test run and of every build on
+a machine without the on-disk cache, so these kernels are written to compile
+quickly (about a quarter of their first, ``parallel=True`` form):
+
+* each compiled kernel is serial over a row range ``lo..hi`` and releases the
+  GIL; the public functions split the rows over this thread's Numba width of
+  Python threads (``_over_rows``).  A parfor would compile every loop body a
+  second time as a gufunc.
+* helpers are ordinary compiled functions, not ``inline="always"``: Numba's IR
+  inlining copies and retypes a helper's body at every call site (LLVM still
+  inlines what pays), and the random draws go through ``_uniform`` and
+  ``_normal_pair`` for the same reason.
+* no array slice assignment or array expressions in the loops (each costs
+  seconds of typing and lowering for a 3 x 3 copy).
 """
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from numba import prange
 
 from .numba_util import njit
 from .rng import next_double, next_normal_pair, seed_state
@@ -25,9 +40,40 @@ BONDED_DISTANCE = 1.75  # Å: atoms this close to a bond's end are its neighbour
 MAX_SLOTS = 3
 ATTEMPTS = 12  # rebuilds of a clashing molecule with fresh conformer picks (the last ones on a 15-degree torsion grid)
 FINE_ATTEMPTS = 4
+CHUNKS_PER_THREAD = 8  # row ranges per thread: molecules differ in cost (clashing ones are rebuilt)
 
 
-@njit(inline="always")
+def _over_rows(kernel, n: int, *args) -> None:
+    """``kernel(lo, hi, *args)`` over rows 0..n in ranges on ``numba.get_num_threads()`` threads.
+
+    The width is this thread's Numba width, so a build's per-task cap
+    (``numba.set_num_threads``) holds as it did for ``prange``.  Rows are
+    independent and write disjoint outputs: the result is the same for any split.
+    """
+    import numba
+
+    threads = max(1, min(numba.get_num_threads(), n))
+    if threads == 1:
+        kernel(0, n, *args)
+        return
+    cuts = np.linspace(0, n, threads * CHUNKS_PER_THREAD + 1).astype(np.int64)
+    ranges = [(int(lo), int(hi)) for lo, hi in zip(cuts[:-1], cuts[1:]) if hi > lo]
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(lambda r: kernel(r[0], r[1], *args), ranges):
+            pass
+
+
+@njit
+def _uniform(state):
+    return next_double(state)
+
+
+@njit
+def _normal_pair(state):
+    return next_normal_pair(state)
+
+
+@njit
 def _kabsch(p, q, w, rot, shift):
     """Rotation ``rot`` [3, 3] and shift [3] mapping points p [k, 3] onto q [k, 3] (weights w [k])."""
     k = p.shape[0]
@@ -48,8 +94,14 @@ def _kabsch(p, q, w, rot, shift):
             for c in range(3):
                 h[r, c] += w[i] * (p[i, r] - pc[r]) * (q[i, c] - qc[c])
     u, s, vt = np.linalg.svd(h)
-    det = np.linalg.det(vt.T @ u.T)
-    dmat = np.eye(3)
+    # vt.T @ u.T is orthogonal (determinant +-1): its sign by cofactors is the sign LAPACK's
+    # determinant gave, without compiling np.linalg.det
+    m = vt.T @ u.T
+    det = (m[0, 0] * (m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]) - m[0, 1] * (m[1, 0] * m[2, 2] - m[1, 2] * m[2, 0])
+           + m[0, 2] * (m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]))
+    dmat = np.zeros((3, 3))
+    for d in range(3):
+        dmat[d, d] = 1.0
     if det < 0:
         dmat[2, 2] = -1.0
     r_ = vt.T @ dmat @ u.T
@@ -59,7 +111,7 @@ def _kabsch(p, q, w, rot, shift):
         shift[r] = qc[r] - (r_[r, 0] * pc[0] + r_[r, 1] * pc[1] + r_[r, 2] * pc[2])
 
 
-@njit(inline="always")
+@njit
 def _axis_rotation(axis, angle, rot):
     """Rotation matrix about the unit vector ``axis`` by ``angle`` radians (Rodrigues)."""
     x, y, z = axis[0], axis[1], axis[2]
@@ -76,7 +128,7 @@ def _axis_rotation(axis, angle, rot):
     rot[2, 2] = t * z * z + c
 
 
-@njit(inline="always")
+@njit
 def _dist2(a, i, b, j):
     dx = a[i, 0] - b[j, 0]
     dy = a[i, 1] - b[j, 1]
@@ -194,12 +246,14 @@ def _assemble_once(state, m, conf_pick, slot_synthon, n_slots, torsions, n_torsi
         placed = out_xyz[o:o + n_placed]
         pa = parent_start - o + down_attach[parent]
         if fine:
-            tors = np.arange(24) * 15.0
+            tors = np.empty(24)
+            for i in range(24):
+                tors[i] = i * 15.0
             n_tors = 24
         else:
             tors = torsions[m, s - 1]
             n_tors = n_torsions[m, s - 1]
-        start = int(next_double(state) * n_tors)
+        start = int(_uniform(state) * n_tors)
         best = -1.0
         best_xyz = np.empty((nc, 3))
         trial_xyz = np.empty((nc, 3))
@@ -240,10 +294,9 @@ def _assemble_once(state, m, conf_pick, slot_synthon, n_slots, torsions, n_torsi
     return min_d
 
 
-@njit(parallel=True)
 def assemble(key, rows, slot_synthon, slot_conf, n_slots, torsions, n_torsions,
              atom_offset, conf_offset, conf_atom_offset, coords, up_attach, up_neighbour, up_ref,
-             down_attach, down_ref, out_offset, out_xyz, out_min_distance):
+             down_attach, down_ref, out_offset, out_xyz, out_min_distance) -> None:
     """Assemble every molecule of a task from its synthons' conformers.
 
     rows int64 [m] (the molecules' library rows: the random key's counter);
@@ -260,8 +313,16 @@ def assemble(key, rows, slot_synthon, slot_conf, n_slots, torsions, n_torsions,
     drawn conformers for every slot (the last FINE_ATTEMPTS on a 15-degree
     torsion grid), keeping the least-clashing build.
     """
-    n_m = rows.shape[0]
-    for m in prange(n_m):
+    _over_rows(_assemble_rows, rows.shape[0], key, rows, slot_synthon, slot_conf, n_slots, torsions, n_torsions,
+               atom_offset, conf_offset, conf_atom_offset, coords, up_attach, up_neighbour, up_ref, down_attach,
+               down_ref, out_offset, out_xyz, out_min_distance)
+
+
+@njit
+def _assemble_rows(lo, hi, key, rows, slot_synthon, slot_conf, n_slots, torsions, n_torsions,
+                   atom_offset, conf_offset, conf_atom_offset, coords, up_attach, up_neighbour, up_ref,
+                   down_attach, down_ref, out_offset, out_xyz, out_min_distance):
+    for m in range(lo, hi):
         state = np.empty(4, dtype=np.uint64)
         seed_state(key, rows[m], state)
         o = out_offset[m]
@@ -275,7 +336,7 @@ def assemble(key, rows, slot_synthon, slot_conf, n_slots, torsions, n_torsions,
             if attempt > 0:
                 for s in range(n_slots[m]):
                     syn = slot_synthon[m, s]
-                    pick[s] = int(next_double(state) * (conf_offset[syn + 1] - conf_offset[syn]))
+                    pick[s] = int(_uniform(state) * (conf_offset[syn + 1] - conf_offset[syn]))
             got = _assemble_once(state, m, pick, slot_synthon, n_slots, torsions, n_torsions, atom_offset, conf_offset,
                                  conf_atom_offset, coords, up_attach, up_neighbour, up_ref, down_attach, down_ref, o, out_xyz,
                                  attempt >= ATTEMPTS - FINE_ATTEMPTS)
@@ -295,7 +356,7 @@ def assemble(key, rows, slot_synthon, slot_conf, n_slots, torsions, n_torsions,
 # --------------------------------------------------------------------------- pocket scores
 
 
-@njit(inline="always")
+@njit
 def _pocket_terms(xyz, lo, hi, bits, point_xyz, point_type, point_weight, point_inv2s2,
                   excl_xyz, excl_radius, excl_weight):
     """Feature match minus excluded-volume overlap of one pose (atoms lo..hi of xyz)."""
@@ -326,21 +387,27 @@ def _pocket_terms(xyz, lo, hi, bits, point_xyz, point_type, point_weight, point_
     return match - excl_weight * overlap
 
 
-@njit(parallel=True)
 def pocket_scores(xyz, atom_offset, bits, point_xyz, point_type, point_weight, point_inv2s2,
-                  excl_xyz, excl_radius, excl_weight, out):
+                  excl_xyz, excl_radius, excl_weight, out) -> None:
     """out[m] = the pocket's score of each pose (xyz [a, 3], bits uint8 [a])."""
-    for m in prange(atom_offset.shape[0] - 1):
+    _over_rows(_pocket_score_rows, atom_offset.shape[0] - 1, xyz, atom_offset, bits, point_xyz, point_type,
+               point_weight, point_inv2s2, excl_xyz, excl_radius, excl_weight, out)
+
+
+@njit
+def _pocket_score_rows(lo, hi, xyz, atom_offset, bits, point_xyz, point_type, point_weight, point_inv2s2,
+                       excl_xyz, excl_radius, excl_weight, out):
+    for m in range(lo, hi):
         out[m] = _pocket_terms(xyz, atom_offset[m], atom_offset[m + 1], bits, point_xyz, point_type, point_weight,
                                point_inv2s2, excl_xyz, excl_radius, excl_weight)
 
 
-@njit(inline="always")
+@njit
 def _random_rotation(state, rot):
     """A uniformly random rotation (Shoemake's quaternion from three uniforms)."""
-    u1 = next_double(state)
-    u2 = next_double(state) * 2.0 * math.pi
-    u3 = next_double(state) * 2.0 * math.pi
+    u1 = _uniform(state)
+    u2 = _uniform(state) * 2.0 * math.pi
+    u3 = _uniform(state) * 2.0 * math.pi
     a = math.sqrt(1.0 - u1)
     b = math.sqrt(u1)
     qw, qx, qy, qz = a * math.sin(u2), a * math.cos(u2), b * math.sin(u3), b * math.cos(u3)
@@ -355,7 +422,7 @@ def _random_rotation(state, rot):
     rot[2, 2] = 1 - 2 * (qx * qx + qy * qy)
 
 
-@njit(inline="always")
+@njit
 def _centroid(xyz, lo, hi):
     centre = np.zeros(3)
     for a in range(lo, hi):
@@ -366,7 +433,15 @@ def _centroid(xyz, lo, hi):
     return centre
 
 
-@njit(inline="always")
+@njit
+def _copy3(rot, shift, rot_to, shift_to):
+    for r in range(3):
+        shift_to[r] = shift[r]
+        for c in range(3):
+            rot_to[r, c] = rot[r, c]
+
+
+@njit
 def _apply(src, lo, hi, centre, rot, shift, dst):
     for a in range(lo, hi):
         v0 = src[a, 0] - centre[0]
@@ -376,9 +451,9 @@ def _apply(src, lo, hi, centre, rot, shift, dst):
             dst[a, r] = rot[r, 0] * v0 + rot[r, 1] * v1 + rot[r, 2] * v2 + shift[r]
 
 
-@njit(parallel=True)
 def dock(key, rows, xyz, atom_offset, bits, n_starts, n_steps, spread, step_angle, step_shift,
-         point_xyz, point_type, point_weight, point_inv2s2, excl_xyz, excl_radius, excl_weight, out_xyz, out_score):
+         point_xyz, point_type, point_weight, point_inv2s2, excl_xyz, excl_radius, excl_weight, out_xyz,
+         out_score) -> None:
     """Rigid-body docking in the pocket frame: ``n_starts`` random orientations
     with the centroid at a normal(0, ``spread``) offset from the pocket centre,
     then ``n_steps`` of greedy refinement of the best (random axis rotations of
@@ -386,65 +461,79 @@ def dock(key, rows, xyz, atom_offset, bits, n_starts, n_steps, spread, step_angl
     when the pocket score improves).  Writes the pose to out_xyz [a, 3] and its
     score to out_score [m].
     """
-    for m in prange(atom_offset.shape[0] - 1):
+    _over_rows(_dock_rows, atom_offset.shape[0] - 1, key, rows, xyz, atom_offset, bits, n_starts, n_steps, spread,
+               step_angle, step_shift, point_xyz, point_type, point_weight, point_inv2s2, excl_xyz, excl_radius,
+               excl_weight, out_xyz, out_score)
+
+
+@njit
+def _dock_rows(lo_m, hi_m, key, rows, xyz, atom_offset, bits, n_starts, n_steps, spread, step_angle, step_shift,
+               point_xyz, point_type, point_weight, point_inv2s2, excl_xyz, excl_radius, excl_weight, out_xyz,
+               out_score):
+    for m in range(lo_m, hi_m):
         lo, hi = atom_offset[m], atom_offset[m + 1]
         state = np.empty(4, dtype=np.uint64)
         seed_state(key, rows[m], state)
         centre = _centroid(xyz, lo, hi)
         rot = np.empty((3, 3))
         shift = np.empty(3)
-        best_rot = np.eye(3)
+        best_rot = np.zeros((3, 3))
+        for d in range(3):
+            best_rot[d, d] = 1.0
         best_shift = np.zeros(3)
         best = -1e300
         for t in range(n_starts):
             _random_rotation(state, rot)
-            g0, g1 = next_normal_pair(state)
-            g2, _ = next_normal_pair(state)
+            g0, g1 = _normal_pair(state)
+            g2, _ = _normal_pair(state)
             shift[0], shift[1], shift[2] = spread * g0, spread * g1, spread * g2
             _apply(xyz, lo, hi, centre, rot, shift, out_xyz)
             sc = _pocket_terms(out_xyz, lo, hi, bits, point_xyz, point_type, point_weight, point_inv2s2,
                                excl_xyz, excl_radius, excl_weight)
             if sc > best:
                 best = sc
-                best_rot[:, :] = rot
-                best_shift[:] = shift
+                _copy3(rot, shift, best_rot, best_shift)
         step = np.empty((3, 3))
         cand_rot = np.empty((3, 3))
         cand_shift = np.empty(3)
         axis = np.empty(3)
         for t in range(n_steps):
-            g0, g1 = next_normal_pair(state)
-            g2, _ = next_normal_pair(state)
+            g0, g1 = _normal_pair(state)
+            g2, _ = _normal_pair(state)
             nrm = math.sqrt(g0 * g0 + g1 * g1 + g2 * g2) + 1e-12
             axis[0], axis[1], axis[2] = g0 / nrm, g1 / nrm, g2 / nrm
-            _axis_rotation(axis, (2.0 * next_double(state) - 1.0) * step_angle * math.pi / 180.0, step)
+            _axis_rotation(axis, (2.0 * _uniform(state) - 1.0) * step_angle * math.pi / 180.0, step)
             for r in range(3):
                 for c in range(3):
                     cand_rot[r, c] = step[r, 0] * best_rot[0, c] + step[r, 1] * best_rot[1, c] + step[r, 2] * best_rot[2, c]
-                cand_shift[r] = best_shift[r] + (2.0 * next_double(state) - 1.0) * step_shift
+                cand_shift[r] = best_shift[r] + (2.0 * _uniform(state) - 1.0) * step_shift
             _apply(xyz, lo, hi, centre, cand_rot, cand_shift, out_xyz)
             sc = _pocket_terms(out_xyz, lo, hi, bits, point_xyz, point_type, point_weight, point_inv2s2,
                                excl_xyz, excl_radius, excl_weight)
             if sc > best:
                 best = sc
-                best_rot[:, :] = cand_rot
-                best_shift[:] = cand_shift
+                _copy3(cand_rot, cand_shift, best_rot, best_shift)
         _apply(xyz, lo, hi, centre, best_rot, best_shift, out_xyz)
         out_score[m] = best
 
 
-@njit(parallel=True)
-def repose(key, rows, xyz, atom_offset, spread, out_xyz):
+def repose(key, rows, xyz, atom_offset, spread, out_xyz) -> None:
     """A random rigid motion of every pose about its centroid (rotation uniform,
     shift normal(0, spread) per axis): the validation's pose-sensitivity probe."""
-    for m in prange(atom_offset.shape[0] - 1):
+    _over_rows(_repose_rows, atom_offset.shape[0] - 1, key, rows, xyz, atom_offset, spread, out_xyz)
+
+
+@njit
+def _repose_rows(lo_m, hi_m, key, rows, xyz, atom_offset, spread, out_xyz):
+    for m in range(lo_m, hi_m):
         lo, hi = atom_offset[m], atom_offset[m + 1]
         state = np.empty(4, dtype=np.uint64)
         seed_state(key, rows[m], state)
         centre = _centroid(xyz, lo, hi)
         rot = np.empty((3, 3))
         _random_rotation(state, rot)
-        g0, g1 = next_normal_pair(state)
-        g2, _ = next_normal_pair(state)
-        shift = np.array([centre[0] + spread * g0, centre[1] + spread * g1, centre[2] + spread * g2])
+        g0, g1 = _normal_pair(state)
+        g2, _ = _normal_pair(state)
+        shift = np.empty(3)
+        shift[0], shift[1], shift[2] = centre[0] + spread * g0, centre[1] + spread * g1, centre[2] + spread * g2
         _apply(xyz, lo, hi, centre, rot, shift, out_xyz)

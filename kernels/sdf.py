@@ -3,6 +3,10 @@
 Dimension key: m = molecules, a = atoms (offsets ``atom_offset`` [m+1]),
 b = bonds (offsets ``bond_offset`` [m+1]).  The output is byte-for-byte what
 ``kernels.reference.sdf.format_sdf`` (Python string formatting) writes.
+The field writers are ordinary compiled functions, not ``inline="always"``:
+Numba's IR inlining retypes a helper at each of its dozen call sites, which
+made this formatter's first compile take longer than writing a paper-scale
+world's SDF shards.
 """
 from __future__ import annotations
 
@@ -13,14 +17,14 @@ import numpy as np
 from .numba_util import njit
 
 
-@njit(inline="always")
+@njit
 def _put(out, pos, src):
     for i in range(src.shape[0]):
         out[pos + i] = src[i]
     return pos + src.shape[0]
 
 
-@njit(inline="always")
+@njit
 def _int_field(out, pos, value, width):
     """``value`` right-aligned in ``width`` characters (as "%{width}d")."""
     digits = np.empty(20, dtype=np.uint8)
@@ -43,7 +47,7 @@ def _int_field(out, pos, value, width):
     return pos + n
 
 
-@njit(inline="always")
+@njit
 def _coord_field(out, pos, x):
     """``x`` as "%10.4f" (x already rounded to 4 decimals)."""
     k = int(np.rint(x * 10000.0))
