@@ -93,7 +93,10 @@ def format_sdf(titles, title_offset, header, z, charge, atom_offset, xyz, bond_o
     counts_tail = np.frombuffer(b"  0  0  0  0  0  0  0  0999 V2000\n", dtype=np.uint8)
     end = np.frombuffer(b"M  END\n$$$$\n", dtype=np.uint8)
     chg = np.frombuffer(b"M  CHG", dtype=np.uint8)
-    pos = 0
+    # typed int64, not as literals: each literal width (or an int8 charge) would compile its own
+    # copy of the field writer
+    w3, w4 = np.int64(3), np.int64(4)
+    pos = np.int64(0)
     for m in range(atom_offset.shape[0] - 1):
         pos = _put(out, pos, titles[title_offset[m]:title_offset[m + 1]])
         out[pos] = 10
@@ -101,8 +104,8 @@ def format_sdf(titles, title_offset, header, z, charge, atom_offset, xyz, bond_o
         pos = _put(out, pos, header)
         lo, hi = atom_offset[m], atom_offset[m + 1]
         blo, bhi = bond_offset[m], bond_offset[m + 1]
-        pos = _int_field(out, pos, hi - lo, 3)
-        pos = _int_field(out, pos, bhi - blo, 3)
+        pos = _int_field(out, pos, hi - lo, w3)
+        pos = _int_field(out, pos, bhi - blo, w3)
         pos = _put(out, pos, counts_tail)
         n_charged = 0
         for a in range(lo, hi):
@@ -115,9 +118,9 @@ def format_sdf(titles, title_offset, header, z, charge, atom_offset, xyz, bond_o
             if charge[a] != 0:
                 n_charged += 1
         for b in range(blo, bhi):
-            pos = _int_field(out, pos, bonds[b, 0] + 1, 3)
-            pos = _int_field(out, pos, bonds[b, 1] + 1, 3)
-            pos = _int_field(out, pos, bonds[b, 2], 3)
+            pos = _int_field(out, pos, bonds[b, 0] + 1, w3)
+            pos = _int_field(out, pos, bonds[b, 1] + 1, w3)
+            pos = _int_field(out, pos, bonds[b, 2], w3)
             out[pos] = 32
             out[pos + 1] = 32
             out[pos + 2] = 48
@@ -128,12 +131,12 @@ def format_sdf(titles, title_offset, header, z, charge, atom_offset, xyz, bond_o
         while done < n_charged:
             chunk = min(8, n_charged - done)
             pos = _put(out, pos, chg)
-            pos = _int_field(out, pos, chunk, 3)
+            pos = _int_field(out, pos, chunk, w3)
             written = 0
             while written < chunk:
                 if charge[a] != 0:
-                    pos = _int_field(out, pos, a - lo + 1, 4)
-                    pos = _int_field(out, pos, charge[a], 4)
+                    pos = _int_field(out, pos, a - lo + 1, w4)
+                    pos = _int_field(out, pos, np.int64(charge[a]), w4)
                     written += 1
                 a += 1
             out[pos] = 10
