@@ -194,6 +194,55 @@ def test_products_are_the_rdkit_reaction_products():
     assert checked == 400
 
 
+def _splice_one_by_one(table, synthon):
+    """The obvious twin of ``library.splice``: each molecule's written order built by inserting
+    the child's atoms at its parent's insertion point, innermost first."""
+    from pipeline.screening.library import _join, _texts
+
+    texts, ao, bo = _texts(table.digest, table), table.atom_offset, table.bond_offset
+    smiles, assembly_index, src, bonds, atom_offset, bond_offset = [], [], [], [], [0], [0]
+    for row in synthon:
+        slots = [int(s) for s in row if s >= 0]
+        starts = np.cumsum([0] + [int(ao[s + 1] - ao[s]) for s in slots])
+        order = list(range(starts[-2], starts[-1]))
+        text = texts[len(slots) - 1][slots[-1]]
+        for k in range(len(slots) - 2, -1, -1):
+            own, ins = list(range(starts[k], starts[k + 1])), int(table.insert_at[slots[k]])
+            order = own[:ins] + order + own[ins:]
+            text = _join(texts[k][slots[k]], text)
+        smiles.append(text)
+        written_of = {a: i for i, a in enumerate(order)}
+        for k, s in enumerate(slots):
+            for i, j, o in table.bonds[bo[s]:bo[s + 1]]:
+                bonds.append([written_of[starts[k] + i], written_of[starts[k] + j], o])
+            if k > 0:
+                bonds.append([written_of[starts[k - 1] + table.down_attach[slots[k - 1]]],
+                              written_of[starts[k] + table.up_attach[s]], 1])
+        synthon_atom = [a for s in slots for a in range(ao[s], ao[s + 1])]
+        assembly_index += [atom_offset[-1] + a for a in order]
+        src += [synthon_atom[a] for a in order]
+        atom_offset.append(atom_offset[-1] + len(order))
+        bond_offset.append(len(bonds))
+    return smiles, assembly_index, src, bonds, atom_offset, bond_offset
+
+
+def test_splice_matches_the_one_by_one_twin():
+    """The whole-array splice (closed-form written positions) against the per-molecule insertion."""
+    from pipeline.screening import fragments, library
+
+    table = fragments.load_table()
+    plan = library.plan(2**127 + 17, 2000, table)
+    assert {int((row >= 0).sum()) for row in plan.synthon} == {2, 3}
+    sp = library.splice(table, plan.synthon)
+    smiles, assembly_index, src, bonds, atom_offset, bond_offset = _splice_one_by_one(table, plan.synthon)
+    assert sp.smiles == smiles
+    assert sp.assembly_index.tolist() == assembly_index and sp.atom_offset.tolist() == atom_offset
+    assert sp.bonds.tolist() == bonds and sp.bond_offset.tolist() == bond_offset
+    for field in ("z", "charge", "bits", "logp", "weight", "donor", "acceptor"):
+        np.testing.assert_array_equal(getattr(sp, field), getattr(table, field)[src], err_msg=field)
+    assert sp.bonds.dtype == np.int64 and sp.assembly_index.dtype == np.int64
+
+
 def test_committed_fragment_table_reembeds():
     from pipeline.screening import fragments
 

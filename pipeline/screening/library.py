@@ -144,13 +144,6 @@ def _texts(table_digest: str, table: SynthonTable) -> list[list[str]]:
     return _CACHE[key]
 
 
-def _bond_lists(table_digest: str, table: SynthonTable) -> list[np.ndarray]:
-    key = ("bonds", table_digest)
-    if key not in _CACHE:
-        _CACHE[key] = [table.bonds[table.bond_offset[s]:table.bond_offset[s + 1]].astype(np.int64) for s in range(table.n)]
-    return _CACHE[key]
-
-
 def _join(parent_text: str, child_text: str) -> str:
     """Replace the parent's [*:2] dummy by the child's text, bonded by an explicit single bond."""
     pos = parent_text.find("[*:2]")
@@ -181,58 +174,88 @@ class Spliced:
 
 
 def splice(table: SynthonTable, synthon: np.ndarray) -> Spliced:
-    """SMILES, atoms and bonds of molecules given their slot synthons [m, 3]."""
-    texts = _texts(table.digest, table)
-    bond_lists = _bond_lists(table.digest, table)
-    ao = table.atom_offset
-    smiles = []
-    order_parts = []
-    bond_parts = []
-    atom_offset = [0]
-    bond_offset = [0]
-    for row in synthon:
-        slots = [int(s) for s in row if s >= 0]
-        sizes = [int(ao[s + 1] - ao[s]) for s in slots]
-        starts = np.concatenate([[0], np.cumsum(sizes)])[:-1]
-        # the written order, innermost first: child text spliced into its parent's [*:2]
-        order = np.arange(starts[-1], starts[-1] + sizes[-1])
-        text = texts[len(slots) - 1][slots[-1]]
-        for k in range(len(slots) - 2, -1, -1):
-            s = slots[k]
-            own = np.arange(starts[k], starts[k] + sizes[k])
-            ins = int(table.insert_at[s])
-            order = np.concatenate([own[:ins], order, own[ins:]])
-            text = _join(texts[k][s], text)
-        smiles.append(text)
-        written_of = np.empty(len(order), dtype=np.int64)
-        written_of[order] = np.arange(len(order))
-        bonds = []
-        for k, s in enumerate(slots):
-            b = bond_lists[s]
-            bonds.append(np.stack([written_of[b[:, 0] + starts[k]], written_of[b[:, 1] + starts[k]], b[:, 2]], axis=1))
-            if k > 0:
-                parent = slots[k - 1]
-                bonds.append(np.array([[written_of[starts[k - 1] + table.down_attach[parent]],
-                                        written_of[starts[k] + table.up_attach[s]], 1]]))
-        bonds = np.concatenate(bonds)
-        order_parts.append(order)
-        bond_parts.append(bonds)
-        atom_offset.append(atom_offset[-1] + len(order))
-        bond_offset.append(bond_offset[-1] + len(bonds))
-    atom_offset = np.array(atom_offset, dtype=np.int64)
-    local = np.concatenate(order_parts).astype(np.int64)
-    # assembly order positions are molecule-local: make them global
-    assembly_index = local + np.repeat(atom_offset[:-1], np.diff(atom_offset))
-    # the synthon atom of each written atom, for the per-atom tables
-    slot_atom = np.concatenate([
-        np.concatenate([np.arange(ao[s], ao[s + 1]) for s in row if s >= 0]) for row in synthon
-    ]).astype(np.int64)
+    """SMILES, atoms and bonds of molecules given their slot synthons [m, 3] (filled from the left).
+
+    Written order: each child's text replaces its parent's ``[*:2]``, so a
+    parent's atoms before its insertion point come first, then the child's
+    (recursively), then the parent's remaining atoms.  Slot k's atom a is
+    therefore written at ``before_k + a``, plus the atoms of the slots inside
+    it when ``a >= insert_at``: closed forms, so every table below is built
+    with whole-array numpy (only the SMILES strings are joined per molecule).
+    """
+    syn = np.asarray(synthon, dtype=np.int64).reshape(-1, 3)
+    m = len(syn)
+    valid = syn >= 0
+    n_slots = valid.sum(axis=1)
+    if m and (not valid[:, 0].all() or (valid[:, 1:] & ~valid[:, :-1]).any()):
+        raise ValueError("synthon rows must fill their slots from the left (slot 0 the root)")
+    safe = np.where(valid, syn, 0)
+    ao = table.atom_offset.astype(np.int64)
+    size = np.where(valid, ao[safe + 1] - ao[safe], 0)
+    ends = np.cumsum(size, axis=1)
+    start = ends - size  # first assembly-order index of each slot
+    inner = ends[:, -1:] - ends  # atoms of the slots nested inside slot k
+    split = np.where(valid, table.insert_at[safe], 0).astype(np.int64)
+    rows = np.arange(m)
+    split[rows, n_slots - 1] = size[rows, n_slots - 1]  # the innermost slot is written whole
+    parent = valid & (np.arange(3) < (n_slots - 1)[:, None])
+    if (split[parent] < 0).any():
+        raise ValueError("a parent synthon has no insertion point (insert_at < 0)")
+    before = np.cumsum(split, axis=1) - split  # atoms written ahead of slot k's first atom
+    n_atoms = ends[:, -1]
+    atom_offset = np.concatenate([[0], np.cumsum(n_atoms)]).astype(np.int64)
+
+    # segments: the (molecule, slot) pairs in assembly order
+    seg_row, seg_slot = np.nonzero(valid)
+    seg_syn = syn[seg_row, seg_slot]
+    seg_size = size[seg_row, seg_slot]
+    seg_before, seg_split = before[seg_row, seg_slot], split[seg_row, seg_slot]
+    seg_inner, seg_start = inner[seg_row, seg_slot], start[seg_row, seg_slot]
+
+    def written(seg: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Molecule-local written index of atom ``a`` (synthon-local) of segment ``seg``."""
+        return seg_before[seg] + a + np.where(a >= seg_split[seg], seg_inner[seg], 0)
+
+    seg_of_atom = np.repeat(np.arange(len(seg_syn)), seg_size)
+    a = np.arange(len(seg_of_atom)) - np.repeat(np.cumsum(seg_size) - seg_size, seg_size)
+    mol_base = atom_offset[seg_row][seg_of_atom]
+    assembly_index = np.empty(len(a), dtype=np.int64)
+    assembly_index[mol_base + written(seg_of_atom, a)] = mol_base + seg_start[seg_of_atom] + a
+    slot_atom = ao[seg_syn][seg_of_atom] + a  # the synthon table's atom, in assembly order
     src = slot_atom[assembly_index]
+
+    # bonds: per slot its synthon's bonds, then (below the root) the bond to its parent
+    bo = table.bond_offset.astype(np.int64)
+    seg_nb = bo[seg_syn + 1] - bo[seg_syn]
+    has_link = seg_slot > 0
+    seg_nout = seg_nb + has_link
+    seg_out = np.cumsum(seg_nout) - seg_nout
+    bonds = np.empty((int(seg_nout.sum()), 3), dtype=np.int64)
+    seg_of_bond = np.repeat(np.arange(len(seg_syn)), seg_nb)
+    j = np.arange(len(seg_of_bond)) - np.repeat(np.cumsum(seg_nb) - seg_nb, seg_nb)
+    b = table.bonds[bo[seg_syn][seg_of_bond] + j].astype(np.int64)
+    at = seg_out[seg_of_bond] + j
+    bonds[at, 0] = written(seg_of_bond, b[:, 0])
+    bonds[at, 1] = written(seg_of_bond, b[:, 1])
+    bonds[at, 2] = b[:, 2]
+    child = np.flatnonzero(has_link)  # its parent is the segment before it (same molecule, slot - 1)
+    at = seg_out[child] + seg_nb[child]
+    bonds[at, 0] = written(child - 1, table.down_attach[seg_syn[child - 1]].astype(np.int64))
+    bonds[at, 1] = written(child, table.up_attach[seg_syn[child]].astype(np.int64))
+    bonds[at, 2] = 1
+    bond_offset = np.concatenate([[0], np.cumsum(np.bincount(seg_row, weights=seg_nout, minlength=m))]).astype(np.int64)
+
+    texts = _texts(table.digest, table)
+    smiles = []
+    for row, k_last in zip(syn.tolist(), (n_slots - 1).tolist()):
+        text = texts[k_last][row[k_last]]
+        for k in range(k_last - 1, -1, -1):
+            text = _join(texts[k][row[k]], text)
+        smiles.append(text)
     return Spliced(
         smiles=smiles, atom_offset=atom_offset, assembly_index=assembly_index,
         z=table.z[src], charge=table.charge[src], bits=table.bits[src], logp=table.logp[src], weight=table.weight[src],
-        donor=table.donor[src], acceptor=table.acceptor[src],
-        bond_offset=np.array(bond_offset, dtype=np.int64), bonds=np.concatenate(bond_parts).astype(np.int64),
+        donor=table.donor[src], acceptor=table.acceptor[src], bond_offset=bond_offset, bonds=bonds,
     )
 
 
