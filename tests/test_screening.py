@@ -419,48 +419,59 @@ def test_assembly_keeps_synthon_geometry():
 #: The learners' loop checked quickly by default (three rounds, 100 trees: 6 turns instead of 13);
 #: their specification's ten rounds of 400 trees run under ``-m slow``.
 QUICK = {"rounds": 3, "trees": 100}
-#: The default run's four episodes in two lanes played side by side (pose_al alone; the others
-#: one after another): every turn is its own process, so two lanes keep both cores busy and take
-#: about half the wall time of four episodes in a row.  Each episode is the same as run alone.
+#: The default run's four episodes in two lanes (pose_al alone; the others one after another),
+#: started in background threads as soon as this module starts and played while its other tests
+#: run: every turn of an episode is its own sandboxed process, so the lanes use the cores that
+#: the module's mostly single-threaded tests leave idle.  Each episode is the same as run alone
+#: (it only reads the shared world); each strategy's test waits for its own.
 LANES = ((("pose_al", QUICK),), (("invariant_al", QUICK), ("random", {}), ("labels_only", {})))
 
 
-@pytest.fixture(scope="module")
-def lane_episodes(world, tmp_path_factory) -> dict:
-    from concurrent.futures import ThreadPoolExecutor
+@pytest.fixture(scope="module", autouse=True)
+def lane_episodes(request, tmp_path_factory):
+    """{strategy: Future of its episode's result}, for the lane strategies whose tests are selected
+    (none selected: no world is built and nothing starts).  Joined when the module ends."""
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from pipeline.screening.agents import create_agent
     from pipeline.screening.episode import run_episode
 
+    wanted = {item.callspec.params["strategy"] for item in request.session.items
+              if item.module is request.module and hasattr(item, "callspec") and item.callspec.params.get("in_lane")}
+    if not wanted:
+        yield {}
+        return
+    world = request.getfixturevalue("world")
     out = tmp_path_factory.mktemp("episodes")
+    futures = {strategy: Future() for lane in LANES for strategy, _ in lane if strategy in wanted}
 
     def play(lane):
-        done = {}
         for strategy, options in lane:
-            try:
-                done[strategy] = run_episode(world, create_agent(strategy, **options), out=out / strategy,
-                                             mode="unrestricted")
-            except Exception as error:  # raised again by that strategy's test
-                done[strategy] = error
-        return done
+            if strategy in futures:
+                try:
+                    futures[strategy].set_result(run_episode(world, create_agent(strategy, **options),
+                                                             out=out / strategy, mode="unrestricted"))
+                except Exception as error:  # raised again by that strategy's test
+                    futures[strategy].set_exception(error)
 
-    with ThreadPoolExecutor(len(LANES)) as pool:
-        return {k: v for done in pool.map(play, LANES) for k, v in done.items()}
+    pool = ThreadPoolExecutor(len(LANES))
+    for lane in LANES:
+        pool.submit(play, lane)
+    yield futures
+    pool.shutdown(wait=True)
 
 
 @pytest.mark.parametrize("strategy, options, in_lane", [
     ("random", {}, True), ("labels_only", {}, True), ("invariant_al", QUICK, True), ("pose_al", QUICK, True),
     pytest.param("invariant_al", {}, False, marks=pytest.mark.slow), pytest.param("pose_al", {}, False, marks=pytest.mark.slow),
 ])
-def test_reference_episode(world, request, tmp_path, strategy, options, in_lane):
+def test_reference_episode(world, lane_episodes, tmp_path, strategy, options, in_lane):
     from pipeline.screening.agents import create_agent
     from pipeline.screening.episode import run_episode
 
     if in_lane:
         assert {s: o for lane in LANES for s, o in lane}[strategy] == options
-        r = request.getfixturevalue("lane_episodes")[strategy]
-        if isinstance(r, Exception):
-            raise r
+        r = lane_episodes[strategy].result()
     else:
         r = run_episode(world, create_agent(strategy, **options), out=tmp_path / strategy, mode="unrestricted")
     assert r["episode"]["turns_used"] == {"random": 1, "labels_only": 2}.get(strategy, options.get("rounds", 10) + 3)
