@@ -12,18 +12,18 @@ the thread count or how rows are grouped into tasks.  The slow twins are in
 
 Compile time is part of every fresh checkout's test run and of every build on
 a machine without the on-disk cache, so these kernels are written to compile
-quickly (about a quarter of their first, ``parallel=True`` form):
+quickly (about a third of the CPU time of their first, ``parallel=True`` form):
 
 * each compiled kernel is serial over a row range ``lo..hi`` and releases the
   GIL; the public functions split the rows over this thread's Numba width of
   Python threads (``_over_rows``).  A parfor would compile every loop body a
   second time as a gufunc.
 * helpers are ordinary compiled functions, not ``inline="always"``: Numba's IR
-  inlining copies and retypes a helper's body at every call site (LLVM still
-  inlines what pays), and the random draws go through ``_uniform`` and
-  ``_normal_pair`` for the same reason.
-* no array slice assignment or array expressions in the loops (each costs
-  seconds of typing and lowering for a 3 x 3 copy).
+  inlining copies and retypes a helper's body at every call site, and the
+  random draws go through ``_uniform`` and ``_normal_pair`` for the same
+  reason (run time per row is unchanged).
+* no array slice assignment, ``np.arange`` expression or ``np.linalg.det``:
+  a 3 x 3 slice copy alone cost about 5 s of typing and lowering.
 """
 from __future__ import annotations
 
