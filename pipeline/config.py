@@ -37,7 +37,7 @@ from .config_schema import (  # noqa: F401
     T7Params, T8Params, T9Params, WorldConfig, register_configs
 )
 from .config_rules import (  # noqa: F401
-    CHOICE, CUSTOM, FIELD_RULES, INT, NUM, PAIR, PANEL_FIELD_RULES, Rule, TEXT, _check_keys, _field_type, _need,
+    CHOICE, CUSTOM, FIELD_RULES, INT, NUM, PAIR, PANEL_FIELD_RULES, Rule, TEXT, _check_keys, _field_type, _need, _rule,
     _valid_fields, check_fields, memory_limit_bytes, schema_leaves
 )
 
@@ -102,16 +102,32 @@ def compose(overrides: list[str] | None = None, config_name: str = "config"):
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = hydra_compose(config_name=config_name, overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(_one_line(exc)) from None
+            try:
+                cfg = hydra_compose(config_name=config_name, overrides=overrides)
+            except (HydraException, OmegaConfBaseException) as exc:
+                raise ConfigError(_one_line(exc, _world_schema(hydra_compose, config_name, overrides))) from None
     finally:
         GlobalHydra.instance().clear()
     return cfg
 
 
-def _one_line(exc: Exception) -> str:
-    """Hydra wraps OmegaConf's typed-schema errors; report the key, the value and the type."""
+def _world_schema(hydra_compose, config_name: str, overrides: list[str]):
+    """The world schema of the kind the overrides' choice of groups selects (None: the
+    biobank world's), so that an error about a field lists the fields of that kind's world."""
+    from . import kinds
+    from .config_rules import WORLD_SCHEMAS
+
+    choices = [o for o in overrides if "." not in o.split("=", 1)[0] and not o.startswith(("+", "~"))]
+    try:
+        kind = kinds.for_config(hydra_compose(config_name=config_name, overrides=choices))
+    except Exception:  # the choices themselves do not compose: the first error says why
+        return None
+    return WORLD_SCHEMAS.get(kind.name, (None,))[0]
+
+
+def _one_line(exc: Exception, world: Any = None) -> str:
+    """Hydra wraps OmegaConf's typed-schema errors; report the key, the value and the type
+    (``world``: the world schema of the config's kind, None for the biobank world's)."""
     cause = exc.__cause__ or exc
     text = str(cause)
     key = re.search(r"full_key:\s*(\S+)", text)
@@ -119,14 +135,14 @@ def _one_line(exc: Exception) -> str:
     if "Could not override" in text or "Could not append" in text or "Could not delete" in text:
         m = re.search(r"Could not (?:override|append to config|delete from config)[^']*'([^']+)'", text)
         name = m.group(1) if m else "?"
-        return f"{name}: {first.rstrip('.')}; valid: {_valid_fields(name.rpartition('.')[0])}"
+        return f"{name}: {first.rstrip('.')}; valid: {_valid_fields(name.rpartition('.')[0], world)}"
     if key:
         name = key.group(1)
         if "does not support deletion" in text:
             return f"{name}: {first}; valid: set a value instead (fields cannot be removed)"
-        if name not in FIELD_RULES and name not in PANEL_FIELD_RULES:
-            return f"{name}: no such field; valid: {_valid_fields(name.rpartition('.')[0])}"
-        expected = _field_type(name)
+        if _rule(name, world) is None:
+            return f"{name}: no such field; valid: {_valid_fields(name.rpartition('.')[0], world)}"
+        expected = _field_type(name, world)
         return f"{name}: {first}" + (f"; valid: {expected}" if expected else "")
     return " ".join(text.split())[:400]
 
@@ -168,8 +184,6 @@ def roles_needed(world) -> int:
 
 def validate(cfg, seed_file_text: Optional[str] = None) -> Resolved:
     """Check every field before any compute; return a frozen resolved config."""
-    from .seeds import SeedError, parse_seed
-
     if OmegaConf.is_missing(cfg, "world"):
         raise ConfigError(f"world: none chosen; valid: world=<id> with <id> one of {', '.join(group_options('world'))}")
     _check_keys(cfg, RootConfig, "")
@@ -190,19 +204,26 @@ def validate(cfg, seed_file_text: Optional[str] = None) -> Resolved:
     if c.kind == "address":
         _need(c.address is not None, "cluster.address: null with cluster.kind=address; valid: a scheduler URL such as tcp://host:8786")
 
-    seed_value = w.seed
-    field_name = "world.seed"
-    if seed_value is None:
-        field_name = f"seeds[{w.id}]"
-        if seed_file_text is None:
-            raise ConfigError(f"world.seed: world {w.id!r} carries no seed (held-out); valid: pass seeds=<path or URL> to a sealed seed file")
-        seed_value = _lookup_seed(seed_file_text, w.id)
-    try:
-        seed = parse_seed(seed_value, field_name)
-    except SeedError as exc:
-        raise ConfigError(str(exc)) from None
+    seed = world_seed(w, seed_file_text)
     OmegaConf.set_readonly(cfg, True)
     return Resolved(cfg=cfg, seed=seed)
+
+
+def world_seed(world, seed_file_text: Optional[str] = None) -> int:
+    """The world's seed: ``world.seed``, or a held-out world's entry in the sealed seed file
+    (any kind of world; an error names the field)."""
+    from .seeds import SeedError, parse_seed
+
+    seed_value, field_name = world.seed, "world.seed"
+    if seed_value is None:
+        field_name = f"seeds[{world.id}]"
+        if seed_file_text is None:
+            raise ConfigError(f"world.seed: world {world.id!r} carries no seed (held-out); valid: pass seeds=<path or URL> to a sealed seed file")
+        seed_value = _lookup_seed(seed_file_text, world.id)
+    try:
+        return parse_seed(seed_value, field_name)
+    except SeedError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def validate_panel(cfg) -> list[str]:

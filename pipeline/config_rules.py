@@ -347,22 +347,23 @@ def memory_limit_bytes(value, total: Optional[int] = None, threads: int = 1, cor
     return int(nbytes)
 
 
-def _hints(cls) -> dict:
+def _hints(cls, world=None) -> dict:
     """Field name -> type of a schema dataclass.  The root's ``world`` is Any (each kind
-    of world types its own node); validation here is the biobank world's, so it is a
-    WorldConfig."""
+    of world types its own node): ``world`` is its schema, the biobank world's
+    (WorldConfig) unless another kind's is given."""
     import typing
 
     hints = typing.get_type_hints(cls)
     if isinstance(cls, type) and issubclass(cls, RootConfig):
-        hints["world"] = WorldConfig
+        hints["world"] = world or WorldConfig
     return hints
 
 
-def schema_leaves(cls=None, prefix: str = "") -> list[str]:
-    """Dotted names of every leaf field of a schema dataclass (RootConfig by default)."""
+def schema_leaves(cls=None, prefix: str = "", world=None) -> list[str]:
+    """Dotted names of every leaf field of a schema dataclass (RootConfig by default,
+    its world typed by ``world``: WorldConfig by default)."""
     cls = cls or RootConfig
-    hints = _hints(cls)
+    hints = _hints(cls, world)
     out = []
     for f in dataclasses.fields(cls):
         t = hints[f.name]
@@ -373,33 +374,82 @@ def schema_leaves(cls=None, prefix: str = "") -> list[str]:
     return out
 
 
-def _schema_fields(path: str, cls=None) -> Optional[dict]:
+# --------------------------------------------------------------------------- other kinds of world
+#
+# Another kind of world (pipeline.kinds) has its own world schema and the rules of its
+# ``world.*`` fields; the rest of the root (scale, cluster, release, out, ...) is shared
+# and keeps the rules above.  A kind registers its schema here from its register_schema
+# hook, so that Hydra's composition errors name its fields and their rules too.
+
+#: kind name -> (world schema dataclass, {"world.<field>": Rule}).
+WORLD_SCHEMAS: dict = {}
+
+
+def register_world_rules(kind: str, world_cls, world_rules: dict) -> dict:
+    """Record kind ``kind``'s world schema and rules; returns every rule of its config
+    (the shared non-world rules with its own).  Every leaf of its world schema must
+    have a rule, and every rule a leaf."""
+    leaves = {n for n in schema_leaves(RootConfig, world=world_cls) if n.startswith("world.")}
+    if set(world_rules) != leaves:
+        raise ValueError(f"world kind {kind!r}: fields without a rule {sorted(leaves - set(world_rules))}, rules without a "
+                         f"field {sorted(set(world_rules) - leaves)}; valid: one rule per leaf field of {world_cls.__name__}")
+    WORLD_SCHEMAS[kind] = (world_cls, dict(world_rules))
+    return kind_rules(kind)
+
+
+def kind_rules(kind: str) -> dict:
+    """Every field rule of a config of kind ``kind``: the shared ones and its world's."""
+    _, world_rules = WORLD_SCHEMAS[kind]
+    return {**{k: v for k, v in FIELD_RULES.items() if not k.startswith("world.")}, **world_rules}
+
+
+def check_kind_config(cfg, kind: str) -> None:
+    """The key and field checks of :func:`pipeline.config.validate` for a config of
+    kind ``kind`` (its world typed by its own schema)."""
+    _need(not OmegaConf.is_missing(cfg, "world"), "world: none chosen; valid: world=<id>")
+    world_cls, _ = WORLD_SCHEMAS[kind]
+    _check_keys(cfg, RootConfig, "", world=world_cls)
+    check_fields(cfg, kind_rules(kind))
+
+
+def _rule(name: str, world=None) -> Optional[Rule]:
+    """The rule of field ``name`` in a config whose world is typed by ``world`` (None: the
+    biobank world's, or a panel's)."""
+    kind = next((k for k, (cls, _) in WORLD_SCHEMAS.items() if cls is world), None) if world is not None else None
+    for rules in ((kind_rules(kind),) if kind is not None else (FIELD_RULES, PANEL_FIELD_RULES)):
+        if rules.get(name) is not None:
+            return rules[name]
+    return None
+
+
+def _schema_fields(path: str, cls=None, world=None) -> Optional[dict]:
     """Field name -> type of the dataclass node at ``path`` ("" is the root)."""
     cls = cls or RootConfig
     for part in [p for p in path.split(".") if p]:
-        t = _hints(cls).get(part)
+        t = _hints(cls, world).get(part)
         if t is None or not dataclasses.is_dataclass(t):
             return None
         cls = t
-    return _hints(cls)
+    return _hints(cls, world)
 
 
-def _valid_fields(path: str) -> str:
-    fields = _schema_fields(path)
+def _valid_fields(path: str, world=None) -> str:
+    """The fields at ``path`` of the root whose world is typed by ``world`` (default: the biobank world's)."""
+    fields = _schema_fields(path, world=world)
     if fields is None:
         return "the fields of the schema in pipeline/config.py"
     return ", ".join(fields)
 
 
-def _field_type(name: str) -> str:
-    rule = FIELD_RULES.get(name) or PANEL_FIELD_RULES.get(name)
+def _field_type(name: str, world=None) -> str:
+    rule = _rule(name, world)
     return rule.valid() if rule is not None else ""
 
 
-def _check_keys(node, cls, prefix: str) -> None:
+def _check_keys(node, cls, prefix: str, world=None) -> None:
     """Reject keys the schema does not have (``+key=value`` additions included)
     and fields that were deleted (``~key``)."""
-    hints = _hints(cls)
+    hints = _hints(cls, world)
     keys = list(node.keys())
     for key in keys:
         if key not in hints:

@@ -247,10 +247,24 @@ class PanelAppConfig(RootConfig):
     jobs: int = 4  #: client threads driving world builds at once on the shared cluster
 
 
+#: What the ConfigStore was last filled for: (the store, the other kinds registered then).
+#: Storing turns every schema dataclass into an OmegaConf node, about a third of each
+#: ``config.load`` (which asks twice), so it is done again only when the store or the set of
+#: kinds changes (e.g. a test's toy kind).  Hydra deep-copies a stored node on every load, so
+#: a compose never alters what is stored.
+_STORED: list = []
+
+
 def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
 
+    from . import kinds
+
     cs = ConfigStore.instance()
+    others = kinds.others()
+    if _STORED and _STORED[0][0] is cs and len(_STORED[0][1]) == len(others) and all(
+            a is b for a, b in zip(_STORED[0][1], others)):
+        return
     cs.store(name="base_config", node=RootConfig)
     cs.store(name="base_panel_config", node=PanelAppConfig)
     cs.store(group="world", name="base_world", node=WorldConfig)
@@ -258,7 +272,6 @@ def register_configs() -> None:
     cs.store(group="cluster", name="base_cluster", node=ClusterConfig)
     cs.store(group="release", name="base_release", node=ReleaseConfig)
     cs.store(group="panel", name="base_panel", node=PanelConfig)
-    from . import kinds
-
-    for kind in kinds.others():  # the config nodes of the other kinds of world
+    for kind in others:  # the config nodes of the other kinds of world
         kind.register_schema(cs)
+    _STORED[:] = [(cs, list(others))]

@@ -18,8 +18,8 @@ A kind is any object with the attributes of :class:`WorldKind`.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, fields
-from typing import Any, Callable
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, Callable, Optional
 
 #: Packages of this project that may hold a kind (each exposing ``KIND``); absent ones are skipped.
 KIND_PACKAGES = ("pipeline.screening",)
@@ -43,9 +43,12 @@ class WorldKind:
     validate_main: Callable  # (argv) -> exit code
     audit_main: Callable  # (argv) -> exit code
     agents: Callable  # () -> {name: agent spec}
+    #: (cfg) -> pipeline.preflight.Estimate: the build's memory and disk, checked before any compute
+    #: (None: the kind's builds get the checks that need no size model, and no disk check).
+    estimate: Optional[Callable] = None
 
 
-REQUIRED = tuple(f.name for f in fields(WorldKind))
+REQUIRED = tuple(f.name for f in fields(WorldKind) if f.default is MISSING)
 _REGISTRY: dict[str, Any] = {}
 _discovered = False
 
@@ -164,4 +167,5 @@ BIOBANK = register(WorldKind(
     validate_main=lazy("pipeline.validate", "biobank_main"),
     audit_main=lazy("pipeline.audit.cli", "biobank_main"),
     agents=_biobank_agents,
+    estimate=lazy("pipeline.preflight", "estimate"),
 ))

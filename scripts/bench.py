@@ -12,6 +12,11 @@ floor.  ``--compare`` adds side-by-side comparisons in the same run: our VCF wri
 image writer vs ``np.savez_compressed`` on the same arrays, ``load_genotypes()`` vs
 scikit-allel's ``read_vcf`` on the same file.  ``--scaling`` runs the build with one
 worker and then with ``--workers`` and reports the speed-up of the parallel stages.
+
+A world of another kind (``pipeline.kinds``; ``--world screening-01``) gets its own build
+with per-stage wall, task CPU and peak RSS, and its kind's comparison in the same run
+(screening: conformations per second beside a single-process RDKit ETKDG loop on the
+first ``--etkdg`` molecules of the same library).
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-from pipeline import config  # noqa: E402
+from pipeline import config, kinds  # noqa: E402
 from pipeline.build import build  # noqa: E402
 from pipeline.graph.executor import make_executor  # noqa: E402
 
@@ -352,7 +357,11 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="build folder (default: a temporary folder, removed unless --keep)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--etkdg", type=int, default=200, help="screening worlds: molecules in the single-process RDKit ETKDG comparison")
     args = ap.parse_args()
+    kind = kinds.for_config(config.compose([f"world={args.world}"]))
+    if kind is not kinds.BIOBANK:  # another kind of world (pipeline.kinds): its build, with its own comparison
+        return kind_bench(args, kind)
     tmp = args.out or tempfile.mkdtemp(prefix="dtw-bench-")
     os.makedirs(tmp, exist_ok=True)
     report = {"machine": {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2 ** 30, 1),
@@ -397,6 +406,88 @@ def main() -> int:
         if not args.keep and not args.out:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def kind_bench(args, kind) -> int:
+    """A world of another kind on a fresh local cluster (the kind's kernels loaded on every
+    worker first): per-stage wall, task CPU, peak RSS of the process tree, and the kind's
+    own comparison (KIND_COMPARISONS) in the same run."""
+    tmp = args.out or tempfile.mkdtemp(prefix="dtw-bench-")
+    os.makedirs(tmp, exist_ok=True)
+    try:
+        out = os.path.join(tmp, "build")
+        resolved = config.load([f"world={args.world}", f"scale={args.scale}", f"out={out}", "cluster=local",
+                                f"cluster.n_workers={args.workers}", "cluster.progress=false"])
+        executor = make_executor(resolved.cfg.cluster)
+        executor.warm_up(kind.warm_up)
+        kind.warm_up()  # the client runs parts of the build too
+        try:
+            with TreeSampler() as sampler:
+                cpu0 = sampler.cpu()
+                t0 = time.perf_counter()
+                summary = build(resolved, executor=executor, progress=False)
+                wall = time.perf_counter() - t0
+                cpu = sampler.cpu() - cpu0
+        finally:
+            executor.close()
+        world_dir = os.path.join(out, resolved.cfg.world.id)
+        nbytes = dir_bytes(world_dir)
+        print(f"DrugTargetWorld bench: world={args.world} ({kind.name}) scale={args.scale} workers={args.workers} "
+              f"on {os.cpu_count()} CPUs, {round(psutil.virtual_memory().total / 2 ** 30, 1)} GiB")
+        print(f"{'stage':<28} {'wall s':>8}")
+        for name, seconds in summary["stages"].items():
+            print(f"{name:<28} {seconds:>8.1f}")
+        for name, (w, _) in summary["task_seconds"].items():
+            print(f"  tasks: {name:<19} {w:>8.1f}  (summed over workers)")
+        print(f"{'total (build wall)':<28} {wall:>8.1f}   CPU {cpu:.1f} s, {nbytes / 1e6:.1f} MB written")
+        print(f"peak RSS (process tree): {sampler.peak / 2 ** 30:.2f} GiB")
+        report = {"world": args.world, "kind": kind.name, "scale": args.scale, "workers": args.workers,
+                  "build_wall_s": wall, "build_cpu_s": cpu, "peak_rss_bytes": sampler.peak, "bytes_written": nbytes,
+                  "stages": summary["stages"], "task_seconds": {k: list(v) for k, v in summary["task_seconds"].items()}}
+        comparison = KIND_COMPARISONS.get(kind.name)
+        if comparison is not None:
+            report.update(comparison(args, summary, wall, world_dir))
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2, default=float))
+        print("\nJSON:")
+        print(json.dumps(report, indent=2, default=float))
+    finally:
+        if not args.keep and not args.out:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def etkdg_comparison(args, summary: dict, wall: float, world_dir: str) -> dict:
+    """Screening worlds: conformations per second of the whole build beside a single-process
+    RDKit ETKDG loop (ETKDGv3 + hydrogens, as a conformer generator would run) on the first
+    ``--etkdg`` molecules of the same library, in the same run."""
+    import pyarrow.parquet as pq
+    from rdkit import Chem, RDLogger
+    from rdkit.Chem import AllChem
+
+    from pipeline.screening.bundle import LIBRARY
+
+    n = summary["conformations"]
+    ours = n / wall
+    RDLogger.DisableLog("rdApp.*")
+    smiles = pq.read_table(os.path.join(world_dir, "release", LIBRARY), columns=["smiles"]).slice(0, args.etkdg)
+    smiles = smiles.column("smiles").to_pylist()
+    t1 = time.perf_counter()
+    embedded = 0
+    for i, smi in enumerate(smiles):
+        params = AllChem.ETKDGv3()
+        params.randomSeed = i
+        embedded += AllChem.EmbedMolecule(Chem.AddHs(Chem.MolFromSmiles(smi)), params) == 0
+    etkdg_s = time.perf_counter() - t1
+    etkdg = len(smiles) / etkdg_s
+    print(f"\nconformations/s: ours {ours:,.0f} ({n:,} conformations, whole build, {args.workers} workers, docking and "
+          f"writing included); RDKit ETKDG single process {etkdg:,.1f} ({etkdg_s / len(smiles) * 1000:.1f} ms a molecule, "
+          f"{embedded}/{len(smiles)} embedded): {ours / etkdg:.1f}x")
+    return {"conformations": n, "conformations_per_s": ours, "etkdg_per_s": etkdg, "speedup_vs_etkdg": ours / etkdg}
+
+
+#: kind name -> its comparison in the same run (pipeline.kinds; the biobank one is --compare).
+KIND_COMPARISONS = {"screening": etkdg_comparison}
 
 
 if __name__ == "__main__":

@@ -23,15 +23,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Modules that judge a built world: the scorer, the leak audit and its tell scan, the
 #: experiment oracle, the release loader.
-JUDGING = ("pipeline.score", "pipeline.audit", "pipeline.oracle", "pipeline.release", "pipeline.tells")
+JUDGING = ("pipeline.score", "pipeline.audit", "pipeline.oracle", "pipeline.release", "pipeline.tells",
+           # the screening kind's (pipeline.screening): its scorer, leak audit and label oracle
+           "pipeline.screening.score", "pipeline.screening.audit", "pipeline.screening.oracle")
 #: Every module that reads a built world: the judging side, validation (which also knows
 #: the generator's parameters it checks), the agents and the episode harness.
 READERS = JUDGING + ("pipeline.validation", "pipeline.agents", "pipeline.harness", "pipeline.genotypes_io")
 #: The generator's internals: how a world is made, which a judge must not depend on.
-GENERATOR = ("pipeline.world", "pipeline.modalities", "pipeline.graph", "pipeline.build", "pipeline.writers")
+GENERATOR = ("pipeline.world", "pipeline.modalities", "pipeline.graph", "pipeline.build", "pipeline.writers",
+             "pipeline.screening.fragments", "pipeline.screening.library", "pipeline.screening.pocket",
+             "pipeline.screening.writers", "pipeline.screening.sealed", "pipeline.screening.stages",
+             "pipeline.screening.build")
 #: Modules agent code may use and the sandbox copies beside its runtime: stdlib and
 #: third-party imports, and each other (the copies sit side by side).
 STANDALONE = ("pipeline.bundle", "pipeline.genotypes_io")
+#: Another kind of world's bundle contract (its file names and readers), built on pipeline.bundle.
+KIND_BUNDLES = ("pipeline.screening.bundle",)
 
 
 #: The generator's stages in data-flow order: a module may import its own stage and
@@ -39,19 +46,26 @@ STANDALONE = ("pipeline.bundle", "pipeline.genotypes_io")
 #: itself (the version, FORMAT_VERSION) is the base.
 STAGES = (
     ("base", ("pipeline", "pipeline.paths", "pipeline.seeds", "pipeline.streams", "pipeline.bundle", "pipeline.ld",
-              "pipeline.outputs", "pipeline.genotypes_io", "pipeline.kinds")),
-    ("config", ("pipeline.config_schema", "pipeline.config_rules", "pipeline.config", "pipeline.preflight")),
-    ("world", ("pipeline.world", "pipeline.pathways", "pipeline.loci", "pipeline.imaging.site_fields")),
+              "pipeline.outputs", "pipeline.genotypes_io", "pipeline.kinds", "pipeline.screening",
+              "pipeline.screening.streams", "pipeline.screening.bundle")),
+    ("config", ("pipeline.config_schema", "pipeline.config_rules", "pipeline.config", "pipeline.preflight",
+                "pipeline.screening.config")),
+    ("world", ("pipeline.world", "pipeline.pathways", "pipeline.loci", "pipeline.imaging.site_fields",
+               "pipeline.screening.fragments", "pipeline.screening.library", "pipeline.screening.pocket")),
     ("blocks", ("pipeline.blocks",)),
     ("modalities", ("pipeline.modalities", "pipeline.imaging", "pipeline.imaging.templates", "pipeline.imaging.render",
                     "pipeline.imaging.measure")),
     ("tables", ("pipeline.tables", "pipeline.data_dictionary")),
-    ("writers", ("pipeline.writers", "pipeline.imaging.writer", "pipeline.manifest", "pipeline.buildrecord")),
-    ("graph", ("pipeline.graph",)),
-    ("build", ("pipeline.build", "pipeline.panel", "pipeline.cli")),
+    ("writers", ("pipeline.writers", "pipeline.imaging.writer", "pipeline.manifest", "pipeline.buildrecord",
+                 "pipeline.screening.writers", "pipeline.screening.sealed")),
+    ("graph", ("pipeline.graph", "pipeline.screening.stages")),
+    ("build", ("pipeline.build", "pipeline.panel", "pipeline.cli", "pipeline.screening.build")),
     # after the build: what reads, judges or plays a built world
     ("judging", JUDGING + ("pipeline.validate", "pipeline.validation", "pipeline.experiment", "pipeline.harness",
-                           "pipeline.agents", "pipeline.episode")),
+                           "pipeline.agents", "pipeline.episode", "pipeline.screening.validate",
+                           "pipeline.screening.episode", "pipeline.screening.agents", "pipeline.screening.runtime",
+                           "pipeline.screening.prompt", "pipeline.screening.strategy_code",
+                           "pipeline.screening.calibrate")),
 )
 
 
@@ -170,7 +184,17 @@ def test_every_module_has_a_stage():
 @pytest.mark.parametrize("side", READERS)
 def test_every_reader_goes_through_the_bundle_contract(side):
     imported = {name for module, path in module_files(side).items() for _, name in imports(module, path)}
-    assert "pipeline.bundle" in imported, f"{side} reads a world without pipeline.bundle"
+    assert "pipeline.bundle" in imported or imported & set(KIND_BUNDLES), f"{side} reads a world without pipeline.bundle"
+
+
+@pytest.mark.parametrize("contract", KIND_BUNDLES)
+def test_a_kinds_bundle_contract_is_built_on_the_projects(contract):
+    """A kind's contract names its files on top of pipeline.bundle's folders and manifest
+    and imports nothing of any generator, so its readers may stand in for pipeline.bundle."""
+    found = imports(contract, module_files(contract)[contract])
+    names = {name for _, name in found}
+    assert "pipeline.bundle" in names, f"{contract} does not build on pipeline.bundle"
+    assert not [n for n in names if _is_under(n, GENERATOR)], names
 
 
 def test_importing_the_judging_side_loads_no_generator_module():

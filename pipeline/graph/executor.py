@@ -45,10 +45,11 @@ class SyncExecutor:
     def gather(self, futures: Iterable) -> list:
         return [f.result() if isinstance(f, SyncFuture) else f for f in futures]
 
-    def warm_up(self) -> None:
+    def warm_up(self, fn: Callable | None = None) -> None:
+        """Run ``fn`` (default: the biobank kernels' warm-up; another kind of world brings its own)."""
         from .warmup import warm_up
 
-        warm_up()
+        (fn or warm_up)()
 
     def close(self) -> None:
         pass
@@ -104,11 +105,12 @@ class DaskExecutor:
     def gather(self, futures):
         return self.client.gather(list(futures))
 
-    def warm_up(self) -> None:
-        """Load the kernels on every worker now (benchmarks time steady-state work)."""
+    def warm_up(self, fn: Callable | None = None) -> None:
+        """Load the kernels on every worker now (benchmarks time steady-state work): ``fn``, by
+        default the biobank kernels' warm-up (another kind of world brings its own)."""
         from .warmup import warm_up
 
-        self.client.run(warm_up)
+        self.client.run(fn or warm_up)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

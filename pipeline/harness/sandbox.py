@@ -171,6 +171,9 @@ class Sandbox:
     sealed folder, the episode folder); the project's own package and config
     are always protected.  ``state_dir`` is a neutral folder for the staging
     tree (default: beside the worlds folder, or the system temp folder).
+    ``runtime`` is the text of the prelude run before each program (default: the
+    biobank harness's ``runtime.py``; another kind of world, ``pipeline.kinds``,
+    brings its own tools).
     """
 
     def __init__(
@@ -184,6 +187,7 @@ class Sandbox:
         output_cap: int = OUTPUT_CAP,
         limits: Optional[Limits] = None,
         timeout_hint: float = 300.0,
+        runtime: Optional[str] = None,
     ):
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation={isolation!r} is invalid; valid: {', '.join(ISOLATION_MODES)}")
@@ -196,7 +200,10 @@ class Sandbox:
         self.lib = self.state / "lib"
         self.channel = self.state / "channel"
         self.lib.mkdir(mode=0o755)
-        shutil.copyfile(_HERE / "runtime.py", self.lib / RUNTIME_NAME)
+        if runtime is None:
+            shutil.copyfile(_HERE / "runtime.py", self.lib / RUNTIME_NAME)
+        else:  # another kind of world's prelude (pipeline.kinds), with its own tools
+            (self.lib / RUNTIME_NAME).write_text(runtime, encoding="utf-8")
         shutil.copyfile(_HERE.parent / "genotypes_io.py", self.lib / GENOTYPES_NAME)
         shutil.copyfile(_HERE.parent / "bundle.py", self.lib / BUNDLE_NAME)
         self.work = Path(work).resolve() if work is not None else self.state / "work"

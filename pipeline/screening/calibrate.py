@@ -1,0 +1,103 @@
+"""Difficulty calibration: the four reference strategies on every world of a screening panel.
+
+    python -m pipeline.screening.calibrate [panel=screening-v1] [scale=small] [out=./worlds]
+        [strategies=random,labels_only,invariant_al,pose_al] [cluster=local] [isolation=auto]
+
+Builds any world of the panel that is missing (or incomplete), plays one
+unrestricted-mode episode per strategy and world, and prints the table: each
+strategy's score per world, the mean over the worlds and its standard error
+(SD / sqrt(worlds)), and, at paper scale, whether the mean lies in the
+strategy's band (README "Difficulty").  The table is also written as JSON to
+``<out>/calibration-<panel>-<scale>.json``.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+BANDS = {  # paper scale, mean over the panel's worlds, % of the top-K found
+    "random": (0.1, 0.6),
+    "labels_only": (5.0, 15.0),
+    "invariant_al": (25.0, 42.0),
+}
+POSE_MARGIN, POSE_MAX = 10.0, 80.0  # pose_al >= invariant_al + 10 points and <= 80 %
+
+
+def band_checks(means: dict) -> list[dict]:
+    out = []
+    for name, (lo, hi) in BANDS.items():
+        if name in means:
+            out.append({"strategy": name, "band": [lo, hi], "mean": means[name], "ok": lo <= means[name] <= hi})
+    if "pose_al" in means and "invariant_al" in means:
+        lo = means["invariant_al"] + POSE_MARGIN
+        out.append({"strategy": "pose_al", "band": [lo, POSE_MAX], "mean": means["pose_al"], "ok": lo <= means["pose_al"] <= POSE_MAX})
+    return out
+
+
+def run(panel: str, scale: str, out: str, strategies: list, cluster: str = "local", isolation: str = "auto") -> dict:
+    from .. import config
+    from ..build import build
+    from ..panel import panel_worlds, status
+    from .agents import create_agent
+    from .episode import run_episode
+
+    rows: dict = {s: {} for s in strategies}
+    worlds = panel_worlds(panel)
+    for wid in worlds:
+        resolved = config.load([f"world={wid}", f"scale={scale}", f"out={out}", f"cluster={cluster}"])
+        manifest = Path(out) / wid / "release" / "MANIFEST.json"
+        size = json.loads(manifest.read_text()).get("conformations") if manifest.exists() else None
+        if not status(resolved)["complete"] or size != resolved.n:  # missing, incomplete or another scale
+            build(resolved, progress=True)
+        world_dir = Path(out) / wid
+        for name in strategies:
+            t0 = time.time()
+            result = run_episode(world_dir, create_agent(name), agent_name=name, mode="unrestricted", isolation=isolation,
+                                 out=Path(out) / "episodes" / f"{wid}-{scale}" / name, overwrite=True)
+            rows[name][wid] = {"score": result["score"], "overlaps": [s["overlap"] for s in result["submissions"]],
+                               "exit": result["episode"]["exit_reason"], "seconds": round(time.time() - t0, 1),
+                               "isolated": result["isolated"]}
+            print(f"{wid} {name}: {result['score']:.1f} % {rows[name][wid]['overlaps']} ({rows[name][wid]['seconds']} s)",
+                  file=sys.stderr, flush=True)
+    means, ses = {}, {}
+    for name in strategies:
+        vals = np.array([rows[name][w]["score"] for w in worlds])
+        means[name] = float(vals.mean())
+        ses[name] = float(vals.std(ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else float("nan")
+    table = {"panel": panel, "scale": scale, "worlds": worlds, "rows": rows, "mean": means, "se": ses,
+             "bands": band_checks(means) if scale == "paper" else None}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / f"calibration-{panel}-{scale}.json").write_text(json.dumps(table, indent=2))
+    return table
+
+
+def print_table(table: dict) -> None:
+    worlds = table["worlds"]
+    print(f"{'strategy':<14}" + "".join(f"{w:>14}" for w in worlds) + f"{'mean':>9}{'SE':>7}")
+    for name, per in table["rows"].items():
+        print(f"{name:<14}" + "".join(f"{per[w]['score']:>13.1f}%" for w in worlds)
+              + f"{table['mean'][name]:>8.1f}%{table['se'][name]:>7.1f}")
+    for check in table["bands"] or []:
+        print(f"{'ok  ' if check['ok'] else 'OUT '} {check['strategy']}: mean {check['mean']:.1f} % in {check['band']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = {"panel": "screening-v1", "scale": "small", "out": "./worlds",
+            "strategies": "random,labels_only,invariant_al,pose_al", "cluster": "local", "isolation": "auto"}
+    for item in (sys.argv[1:] if argv is None else argv):
+        key, sep, value = item.partition("=")
+        if not sep or key not in args:
+            print(f"calibrate: {item}: unknown; valid keys: {', '.join(args)}", file=sys.stderr)
+            return 2
+        args[key] = value
+    table = run(args["panel"], args["scale"], args["out"], args["strategies"].split(","), args["cluster"], args["isolation"])
+    print_table(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The scorer of a screening episode: |submission ∩ true top-K| / K × 100 %, best submission counting.
+
+``score_submissions`` is the pure core; ``score_episode`` reads the sealed
+bundle and the harness's ledger (the record of which submissions were made
+and accepted; never a file the agent can write).  Without a ledger it scores
+``<work>/submissions/*.json`` in name order, applying the oracle's rules (at
+most ``max_submissions`` accepted, size, unknown and duplicate ids), and says
+so in ``details``.  Malformed input is scored (zero for what cannot count),
+never a crash.  ``python -m pipeline.score --sealed DIR --work DIR [--ledger
+FILE]`` dispatches here for a screening world.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .bundle import KIND, read_sealed
+from .oracle import parse_ids
+
+SCORE_FORMAT = "screening-score/1"
+
+
+def score_submissions(submissions: list[list], top_ids: list, n: int, submission_size: int, max_submissions: int) -> dict:
+    """Score up to ``max_submissions`` valid submissions (lists of ids) against ``top_ids``."""
+    width = max(6, len(str(n - 1)))
+    top_rows, _ = parse_ids(top_ids, n, width)
+    top = np.zeros(n, dtype=bool)
+    top[top_rows] = True
+    k = len(top_rows)
+    scored, refused = [], []
+    for i, ids in enumerate(submissions):
+        if len(scored) >= max_submissions:
+            refused.append({"position": i + 1, "reason": f"past the {max_submissions}-submission limit"})
+            continue
+        if not isinstance(ids, list) or not ids:
+            refused.append({"position": i + 1, "reason": "not a non-empty list of ids"})
+            continue
+        if len(ids) > submission_size:
+            refused.append({"position": i + 1, "reason": f"{len(ids)} ids; at most {submission_size}"})
+            continue
+        rows, unknown = parse_ids(ids, n, width)
+        if unknown:
+            refused.append({"position": i + 1, "reason": f"{len(unknown)} unknown id(s)"})
+            continue
+        if len(np.unique(rows)) != len(rows):
+            refused.append({"position": i + 1, "reason": "duplicate ids"})
+            continue
+        overlap = int(top[rows].sum())
+        scored.append({"index": len(scored) + 1, "size": int(len(rows)), "overlap": overlap, "score": 100.0 * overlap / k})
+    best = max(scored, key=lambda s: (s["score"], -s["index"])) if scored else None
+    return {"score": best["score"] if best else 0.0, "best_submission": best["index"] if best else None,
+            "submissions": scored, "refused": refused, "top_k": k}
+
+
+def _from_ledger(path: Path) -> tuple[list, dict]:
+    subs, info = [], {"labels_used": 0, "refused_rows": 0}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if row.get("action") == "labels" and row.get("status") == "ok":
+                info["labels_used"] += int(row.get("charged", 0))
+            elif row.get("action") == "submit" and row.get("status") == "ok":
+                subs.append([row_id for row_id in row.get("rows", [])])
+            elif row.get("status") == "refused":
+                info["refused_rows"] += 1
+    return subs, info
+
+
+def score_episode(sealed_dir, work_dir, ledger: Optional[str] = None) -> dict:
+    sealed = read_sealed(sealed_dir)
+    o = sealed["oracle"]
+    n = int(o["conformations"])
+    width = max(6, len(str(n - 1)))
+    details: dict = {"warnings": []}
+    if ledger is not None and Path(ledger).is_file():
+        rows, info = _from_ledger(Path(ledger))
+        submissions = [[f"C{r:0{width}d}" for r in sub] for sub in rows]
+        details["source"] = "ledger"
+        details.update(info)
+    else:
+        folder = Path(work_dir) / "submissions"
+        submissions = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+                submissions.append(doc.get("ids") if isinstance(doc, dict) else None)
+            except (OSError, ValueError, UnicodeDecodeError):
+                submissions.append(None)
+        details["source"] = f"{folder} (no ledger: submissions read from the work folder)"
+        details["warnings"].append("scored without the harness ledger; the work folder's files are not proof of submission")
+    result = score_submissions(submissions, sealed["topk"], n, int(o["submission_size"]), int(o["max_submissions"]))
+    result.update(format=SCORE_FORMAT, kind=KIND, world_id=o.get("world_id"), total=result["score"], details=details)
+    return result
