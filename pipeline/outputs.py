@@ -83,3 +83,25 @@ class Output:
 
     def buffer(self) -> io.BytesIO:
         return io.BytesIO()
+
+
+def resume_or_reset(output: Output, doc: dict, clear: tuple) -> bool:
+    """True when ``.build/state.json`` records the digest of ``doc`` (the world-determining
+    config): finished work is reused.  Otherwise every folder in ``clear`` is removed, the
+    work and release folders are made anew with the new digest, and False is returned."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    state = posixpath.join(output.work, "state.json")
+    if output.exists(state):
+        try:
+            if json.loads(output.read_bytes(state)).get("digest") == digest:
+                return True
+        except ValueError:
+            pass
+    for path in clear:
+        output.rm(path)
+    output.makedirs(output.work)
+    output.makedirs(output.release)
+    output.write_json(state, {"digest": digest})
+    return False

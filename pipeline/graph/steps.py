@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
-import json
 import posixpath
 from typing import Any
 
@@ -34,7 +32,7 @@ from ..manifest import build_manifest
 from ..modalities import cohort as cohort_mod
 from ..modalities import measurement, phenotypes
 from ..modalities.population import visit2_covariates
-from ..outputs import Output
+from ..outputs import Output, resume_or_reset
 from ..world import CHROM_LENGTHS, CONTIGS, World
 from ..writers.parquet import table_bytes
 from .executor import windowed_map
@@ -94,20 +92,7 @@ def prepare_work(output: Output, resolved: config.Resolved) -> bool:
     plain = config.to_plain(resolved.cfg)
     digest_doc = {k: v for k, v in plain.items() if k not in ("cluster", "out", "seeds")}
     digest_doc["seed"] = str(resolved.seed)
-    digest = hashlib.sha256(json.dumps(digest_doc, sort_keys=True).encode()).hexdigest()
-    state = posixpath.join(output.work, "state.json")
-    if output.exists(state):
-        try:
-            if json.loads(output.read_bytes(state)).get("digest") == digest:
-                return True
-        except ValueError:
-            pass
-    output.rm(output.work)
-    output.rm(output.release)
-    output.makedirs(output.work)
-    output.makedirs(output.release)
-    output.write_json(state, {"digest": digest})
-    return False
+    return resume_or_reset(output, digest_doc, clear=(output.work, output.release))
 
 
 def init(b: Build) -> None:

@@ -8,8 +8,6 @@ or shard order; resumable (finished shards are reused when their hashes match).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import posixpath
 import time
 
@@ -21,28 +19,14 @@ from ..bundle import MANIFEST, RELEASE, SEALED
 from ..graph.executor import log, make_executor
 from ..graph.progress import Progress, merge
 from ..manifest import build_manifest
-from ..outputs import Output
+from ..outputs import Output, resume_or_reset
 from .bundle import KIND, LIBRARY, README, RELEASE_FORMAT
 from .config import BLOCK_SIZE, ScreeningResolved, world_determining
-from .stages import COMPONENTS, shard_bounds, shard_task
+from .stages import shard_bounds, shard_task
 
 def _prepare_work(output: Output, resolved: ScreeningResolved) -> bool:
     """Keep ``.build/`` only for the same world-determining config (then finished shards are reused)."""
-    doc = world_determining(resolved)
-    digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-    state = posixpath.join(output.work, "state.json")
-    if output.exists(state):
-        try:
-            if json.loads(output.read_bytes(state)).get("digest") == digest:
-                return True
-        except ValueError:
-            pass
-    for path in (output.work, output.release, output.sealed):
-        output.rm(path)
-    output.makedirs(output.work)
-    output.makedirs(output.release)
-    output.write_json(state, {"digest": digest})
-    return False
+    return resume_or_reset(output, world_determining(resolved), clear=(output.work, output.release, output.sealed))
 
 
 def build(resolved: ScreeningResolved, executor=None, progress: bool = True) -> dict:
