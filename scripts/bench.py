@@ -166,8 +166,18 @@ def run_build(args, workers: int, out: str) -> dict:
     overrides = [f"world={args.world}", f"scale={args.scale}", f"out={out}", f"release={args.release}",
                  "cluster=local", f"cluster.n_workers={workers}", "cluster.progress=false"]
     resolved = config.load(overrides)
+    res = timed_build(resolved)
+    res["bytes"] = stage_bytes(res["world_dir"])
+    res["stage_peaks"] = res.pop("sampler").stage_peaks(res.pop("t0"), res["summary"]["stages"])
+    return res
+
+
+def timed_build(resolved, warm_up=None) -> dict:
+    """Build ``resolved`` on a fresh executor of its cluster config, with every worker's kernels
+    loaded first (``warm_up``: the kind's loader, default the biobank's) so that compile time stays
+    off the clock; the build's wall, the process tree's CPU and peak RSS while it ran."""
     executor = make_executor(resolved.cfg.cluster)
-    executor.warm_up()  # kernels loaded on every worker before the clock starts
+    executor.warm_up(warm_up)
     try:
         with TreeSampler() as sampler:
             cpu0 = sampler.cpu()
@@ -175,12 +185,10 @@ def run_build(args, workers: int, out: str) -> dict:
             summary = build(resolved, executor=executor, progress=False)
             wall = time.perf_counter() - t0
             cpu = sampler.cpu() - cpu0
-            peak = sampler.peak
     finally:
         executor.close()
-    world_dir = os.path.join(out, resolved.cfg.world.id)
-    return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": peak, "world_dir": world_dir,
-            "bytes": stage_bytes(world_dir), "stage_peaks": sampler.stage_peaks(t0, summary["stages"])}
+    return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": sampler.peak, "sampler": sampler, "t0": t0,
+            "world_dir": os.path.join(resolved.cfg.out, resolved.cfg.world.id)}
 
 
 def table(res: dict) -> list:
@@ -418,19 +426,9 @@ def kind_bench(args, kind) -> int:
         out = os.path.join(tmp, "build")
         resolved = config.load([f"world={args.world}", f"scale={args.scale}", f"out={out}", "cluster=local",
                                 f"cluster.n_workers={args.workers}", "cluster.progress=false"])
-        executor = make_executor(resolved.cfg.cluster)
-        executor.warm_up(kind.warm_up)
         kind.warm_up()  # the client runs parts of the build too
-        try:
-            with TreeSampler() as sampler:
-                cpu0 = sampler.cpu()
-                t0 = time.perf_counter()
-                summary = build(resolved, executor=executor, progress=False)
-                wall = time.perf_counter() - t0
-                cpu = sampler.cpu() - cpu0
-        finally:
-            executor.close()
-        world_dir = os.path.join(out, resolved.cfg.world.id)
+        res = timed_build(resolved, kind.warm_up)
+        summary, wall, cpu, world_dir = res["summary"], res["wall"], res["cpu"], res["world_dir"]
         nbytes = dir_bytes(world_dir)
         print(f"DrugTargetWorld bench: world={args.world} ({kind.name}) scale={args.scale} workers={args.workers} "
               f"on {os.cpu_count()} CPUs, {round(psutil.virtual_memory().total / 2 ** 30, 1)} GiB")
@@ -440,9 +438,9 @@ def kind_bench(args, kind) -> int:
         for name, (w, _) in summary["task_seconds"].items():
             print(f"  tasks: {name:<19} {w:>8.1f}  (summed over workers)")
         print(f"{'total (build wall)':<28} {wall:>8.1f}   CPU {cpu:.1f} s, {nbytes / 1e6:.1f} MB written")
-        print(f"peak RSS (process tree): {sampler.peak / 2 ** 30:.2f} GiB")
+        print(f"peak RSS (process tree): {res['peak_rss'] / 2 ** 30:.2f} GiB")
         report = {"world": args.world, "kind": kind.name, "scale": args.scale, "workers": args.workers,
-                  "build_wall_s": wall, "build_cpu_s": cpu, "peak_rss_bytes": sampler.peak, "bytes_written": nbytes,
+                  "build_wall_s": wall, "build_cpu_s": cpu, "peak_rss_bytes": res["peak_rss"], "bytes_written": nbytes,
                   "stages": summary["stages"], "task_seconds": {k: list(v) for k, v in summary["task_seconds"].items()}}
         comparison = KIND_COMPARISONS.get(kind.name)
         if comparison is not None:

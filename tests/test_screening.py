@@ -566,3 +566,31 @@ def test_time_limited_mode_stops_at_the_clock(world, tmp_path):
     result = episode.run()
     assert result["episode"]["exit_reason"] == "time_limit" and result["score"] == 0.0
     assert json.loads((tmp_path / "clock" / "transcript.json").read_text())["clock_s"] == pytest.approx(3.6e-6)
+
+
+def test_calibration_resumes_only_finished_episodes_of_the_current_build(tmp_path):
+    import os
+
+    from pipeline.screening import calibrate
+
+    manifest = tmp_path / "MANIFEST.json"
+    manifest.write_text("{}")
+    ep = tmp_path / "ep"
+    ep.mkdir()
+    result = {"score": 40.0, "submissions": [], "isolated": True,
+              "episode": {"world_id": "screening-01", "agent": "pose_al", "exit_reason": "submissions_used", "wall_s": 9.0}}
+    (ep / "score.json").write_text(json.dumps(result))
+    os.utime(manifest, (1_000, 1_000))
+    assert calibrate._finished(ep, "screening-01", "pose_al", manifest)["score"] == 40.0
+    assert calibrate._finished(ep, "screening-02", "pose_al", manifest) is None  # another world
+    assert calibrate._finished(ep, "screening-01", "random", manifest) is None  # another strategy
+    os.utime(manifest)  # the world was rebuilt after the episode
+    os.utime(ep / "score.json", (1_000, 1_000))
+    assert calibrate._finished(ep, "screening-01", "pose_al", manifest) is None
+    os.utime(ep / "score.json")
+    result["episode"]["exit_reason"] = "runner_crash"
+    (ep / "score.json").write_text(json.dumps(result))
+    assert calibrate._finished(ep, "screening-01", "pose_al", manifest) is None
+    (ep / "score.json").write_text("{not json")
+    assert calibrate._finished(ep, "screening-01", "pose_al", manifest) is None
+    assert calibrate.main(["jobs=0"]) == 2 and calibrate.main(["reuse=maybe"]) == 2 and calibrate.main(["speed=1"]) == 2

@@ -2,6 +2,7 @@
 
     python -m pipeline.screening.calibrate [panel=screening-v1] [scale=small] [out=./worlds]
         [strategies=random,labels_only,invariant_al,pose_al] [cluster=local] [isolation=auto]
+        [jobs=1] [reuse=false]
 
 Builds any world of the panel that is missing (or incomplete), plays one
 unrestricted-mode episode per strategy and world, and prints the table: each
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,28 @@ def band_checks(means: dict) -> list[dict]:
     return out
 
 
-def run(panel: str, scale: str, out: str, strategies: list, cluster: str = "local", isolation: str = "auto") -> dict:
+def _finished(episode_dir: Path, wid: str, name: str, manifest: Path):
+    """A finished episode of ``name`` on this build of ``wid`` (its score written after the
+    world's manifest), or None."""
+    path = episode_dir / "score.json"
+    try:
+        result = json.loads(path.read_text())
+        ep = result["episode"]
+        if (ep["world_id"] == wid and ep["agent"] == name and ep["exit_reason"] != "runner_crash"
+                and path.stat().st_mtime > manifest.stat().st_mtime):
+            return result
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def run(panel: str, scale: str, out: str, strategies: list, cluster: str = "local", isolation: str = "auto",
+        jobs: int = 1, reuse: bool = False) -> dict:
+    """``jobs`` episodes play at once (each is its own sandboxed processes; the strategies
+    are single-threaded); ``reuse`` keeps an episode already finished on the current build
+    (an interrupted calibration resumes) instead of replaying it."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from .. import config
     from ..build import build
     from ..panel import panel_worlds, status
@@ -53,16 +74,24 @@ def run(panel: str, scale: str, out: str, strategies: list, cluster: str = "loca
         size = json.loads(manifest.read_text()).get("conformations") if manifest.exists() else None
         if not status(resolved)["complete"] or size != resolved.n:  # missing, incomplete or another scale
             build(resolved, progress=True)
-        world_dir = Path(out) / wid
-        for name in strategies:
-            t0 = time.time()
-            result = run_episode(world_dir, create_agent(name), agent_name=name, mode="unrestricted", isolation=isolation,
-                                 out=Path(out) / "episodes" / f"{wid}-{scale}" / name, overwrite=True)
-            rows[name][wid] = {"score": result["score"], "overlaps": [s["overlap"] for s in result["submissions"]],
-                               "exit": result["episode"]["exit_reason"], "seconds": round(time.time() - t0, 1),
-                               "isolated": result["isolated"]}
-            print(f"{wid} {name}: {result['score']:.1f} % {rows[name][wid]['overlaps']} ({rows[name][wid]['seconds']} s)",
-                  file=sys.stderr, flush=True)
+
+    def play(wid: str, name: str) -> None:
+        episode_dir = Path(out) / "episodes" / f"{wid}-{scale}" / name
+        result = _finished(episode_dir, wid, name, Path(out) / wid / "release" / "MANIFEST.json") if reuse else None
+        reused = result is not None
+        if not reused:
+            result = run_episode(Path(out) / wid, create_agent(name), agent_name=name, mode="unrestricted",
+                                 isolation=isolation, out=episode_dir, overwrite=True)
+        rows[name][wid] = {"score": result["score"], "overlaps": [s["overlap"] for s in result["submissions"]],
+                           "exit": result["episode"]["exit_reason"], "seconds": result["episode"]["wall_s"],
+                           "isolated": result["isolated"], "reused": reused}
+        print(f"{wid} {name}: {result['score']:.1f} % {rows[name][wid]['overlaps']} ({rows[name][wid]['seconds']:.0f} s"
+              f"{', reused' if reused else ''})", file=sys.stderr, flush=True)
+
+    with ThreadPoolExecutor(max(1, int(jobs))) as pool:
+        for future in [pool.submit(play, wid, name) for wid in worlds for name in strategies]:
+            future.result()
+    rows = {name: {w: rows[name][w] for w in worlds} for name in strategies}  # panel order, whatever finished first
     means, ses = {}, {}
     for name in strategies:
         vals = np.array([rows[name][w]["score"] for w in worlds])
@@ -87,14 +116,26 @@ def print_table(table: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = {"panel": "screening-v1", "scale": "small", "out": "./worlds",
-            "strategies": "random,labels_only,invariant_al,pose_al", "cluster": "local", "isolation": "auto"}
+            "strategies": "random,labels_only,invariant_al,pose_al", "cluster": "local", "isolation": "auto",
+            "jobs": "1", "reuse": "false"}
     for item in (sys.argv[1:] if argv is None else argv):
         key, sep, value = item.partition("=")
         if not sep or key not in args:
             print(f"calibrate: {item}: unknown; valid keys: {', '.join(args)}", file=sys.stderr)
             return 2
         args[key] = value
-    table = run(args["panel"], args["scale"], args["out"], args["strategies"].split(","), args["cluster"], args["isolation"])
+    try:
+        jobs = int(args["jobs"])
+        if not 1 <= jobs <= 64:
+            raise ValueError
+    except ValueError:
+        print(f"calibrate: jobs={args['jobs']}: invalid; valid: an integer in [1, 64]", file=sys.stderr)
+        return 2
+    if args["reuse"].lower() not in ("true", "false"):
+        print(f"calibrate: reuse={args['reuse']}: invalid; valid: true or false", file=sys.stderr)
+        return 2
+    table = run(args["panel"], args["scale"], args["out"], args["strategies"].split(","), args["cluster"], args["isolation"],
+                jobs=jobs, reuse=args["reuse"].lower() == "true")
     print_table(table)
     return 0
 
