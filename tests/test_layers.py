@@ -215,10 +215,12 @@ def test_the_sandbox_copies_import_without_the_package(tmp_path):
 
     lib = tmp_path / "lib"
     lib.mkdir()
-    for name, module in ((sandbox.GENOTYPES_NAME, "genotypes_io.py"), (sandbox.BUNDLE_NAME, "bundle.py")):
+    for name, module in ((sandbox.GENOTYPES_NAME, "genotypes_io.py"), (sandbox.BUNDLE_NAME, "bundle.py"),
+                         (sandbox.RUNNER_NAME, "harness/runner.py")):
         (lib / name).write_bytes((REPO / "pipeline" / module).read_bytes())
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import dtw_genotypes, dtw_bundle\n"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import dtw_genotypes, dtw_bundle, dtw_runner\n"
             "assert 'pipeline' not in sys.modules\n"
+            f"assert dtw_runner.READY_NAME == {sandbox.READY_NAME!r}\n"
             "assert dtw_genotypes.GENOTYPE_STORE == dtw_bundle.GENOTYPE_STORE\n")
     done = subprocess.run([sys.executable, "-I", "-c", code, str(lib)], capture_output=True, text=True, cwd=tmp_path,
                           timeout=120)

@@ -1,9 +1,11 @@
 """The prelude of every agent program (Supplement S3.2, with this project's fixes).
 
 The harness copies this file, unchanged, into a read-only folder of the
-sandbox beside ``dtw_genotypes.py`` (a copy of ``pipeline/genotypes_io.py``)
-and ``dtw_bundle.py`` (a copy of ``pipeline/bundle.py``, whose file names the
-genotype reader uses) and runs each turn's program as::
+sandbox beside ``dtw_genotypes.py`` (a copy of ``pipeline/genotypes_io.py``),
+``dtw_bundle.py`` (a copy of ``pipeline/bundle.py``, whose file names the
+genotype reader uses) and ``dtw_runner.py`` (``runner.py`` of this package,
+which runs the program in the namespace below, shared with every other kind's
+prelude) and runs each turn's program as::
 
     python -I dtw_runtime.py program.py
 
@@ -31,7 +33,6 @@ import os
 import site
 import subprocess
 import sys
-import traceback
 
 # The harness's site folders (a user site, for one) which ``python -I`` would skip.
 for _site_dir in os.environ.get("DTW_SITE_DIRS", "").split(os.pathsep):
@@ -126,44 +127,8 @@ def _namespace(program_path: str) -> dict:
     }
 
 
-def _mark_ready() -> None:
-    """Tell the harness the prelude worked: an episode where no turn gets here is a broken sandbox."""
-    if _CHANNEL:
-        with open(os.path.join(_CHANNEL, "ready"), "w", encoding="utf-8") as handle:
-            handle.write("ready\n")
-
-
-def _main(argv: list[str]) -> int:
-    program_path = argv[1]
-    # Agents may keep helper modules in WORK between turns and import them.
-    sys.path.append(WORK)
-    sys.argv = [program_path]
-    with open(program_path, encoding="utf-8") as handle:
-        source = handle.read()
-    _mark_ready()
-    try:
-        code = compile(source, program_path, "exec")
-        exec(code, _namespace(program_path))
-    except SystemExit as stop:
-        code = stop.code
-        if code is None or code == 0:
-            return 0
-        if not isinstance(code, int):
-            print(code, file=sys.stderr)
-            return 1
-        return code
-    except BaseException as error:  # the agent's error, reported without this file's frames
-        tb = error.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
-            tb = tb.tb_next
-        traceback.print_exception(type(error), error, tb)
-        return 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    return 0
-
-
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    sys.exit(_main(sys.argv))
+    from dtw_runner import run_program  # the harness's runner.py, copied beside this file
+
+    sys.exit(run_program(sys.argv[1], _namespace(sys.argv[1]), WORK, _CHANNEL, __file__))

@@ -55,6 +55,7 @@ from .staging import link_tree, staging_root
 
 RUNTIME_NAME = "dtw_runtime.py"
 GENOTYPES_NAME = "dtw_genotypes.py"
+RUNNER_NAME = "dtw_runner.py"  # harness/runner.py: runs the program, shared by every kind's prelude
 #: The bundle contract (pipeline/bundle.py), which the genotype reader takes its file names from.
 BUNDLE_NAME = "dtw_bundle.py"
 PROGRAM_NAME = "program.py"
@@ -204,6 +205,7 @@ class Sandbox:
             shutil.copyfile(_HERE / "runtime.py", self.lib / RUNTIME_NAME)
         else:  # another kind of world's prelude (pipeline.kinds), with its own tools
             (self.lib / RUNTIME_NAME).write_text(runtime, encoding="utf-8")
+        shutil.copyfile(_HERE / "runner.py", self.lib / RUNNER_NAME)
         shutil.copyfile(_HERE.parent / "genotypes_io.py", self.lib / GENOTYPES_NAME)
         shutil.copyfile(_HERE.parent / "bundle.py", self.lib / BUNDLE_NAME)
         self.work = Path(work).resolve() if work is not None else self.state / "work"

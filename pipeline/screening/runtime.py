@@ -1,8 +1,10 @@
 """The prelude of every agent program in a screening episode.
 
 The screening harness copies this file, unchanged, into the sandbox's
-read-only prelude folder (in place of the biobank prelude) and runs each
-turn's program as ``python -I dtw_runtime.py program.py`` in a fresh process.
+read-only prelude folder (in place of the biobank prelude, behind one line
+that puts the interpreter's site folders on the path) and runs each turn's
+program as ``python -I dtw_runtime.py program.py`` in a fresh process; the
+harness's ``dtw_runner.py`` beside it runs the program (as for every kind).
 The program runs in a namespace that already holds
 
 * ``RELEASE``, ``WORK``;
@@ -23,7 +25,6 @@ import glob
 import json
 import os
 import sys
-import traceback
 
 import numpy as np
 import pandas as pd
@@ -135,34 +136,8 @@ def _namespace(program_path: str) -> dict:
     }
 
 
-def _main(argv: list) -> int:
-    program_path = argv[1]
-    sys.path.append(WORK)  # agents may keep helper modules in WORK between turns
-    sys.argv = [program_path]
-    with open(program_path, encoding="utf-8") as handle:
-        source = handle.read()
-    try:
-        exec(compile(source, program_path, "exec"), _namespace(program_path))
-    except SystemExit as stop:
-        code = stop.code
-        if code is None or code == 0:
-            return 0
-        if not isinstance(code, int):
-            print(code, file=sys.stderr)
-            return 1
-        return code
-    except BaseException as error:  # the agent's error, without this file's frames
-        tb = error.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
-            tb = tb.tb_next
-        traceback.print_exception(type(error), error, tb)
-        return 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    return 0
-
-
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    sys.exit(_main(sys.argv))
+    from dtw_runner import run_program  # the harness's runner.py, copied beside this file
+
+    sys.exit(run_program(sys.argv[1], _namespace(sys.argv[1]), WORK, _CHANNEL, __file__))
