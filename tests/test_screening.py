@@ -594,3 +594,20 @@ def test_calibration_resumes_only_finished_episodes_of_the_current_build(tmp_pat
     (ep / "score.json").write_text("{not json")
     assert calibrate._finished(ep, "screening-01", "pose_al", manifest) is None
     assert calibrate.main(["jobs=0"]) == 2 and calibrate.main(["reuse=maybe"]) == 2 and calibrate.main(["speed=1"]) == 2
+
+
+def test_calibration_table_bands_and_figure(tmp_path):
+    from pipeline.screening import calibrate
+
+    worlds = ["screening-01", "screening-02", "screening-03"]
+    scores = {"random": [0.2, 0.4, 0.3], "labels_only": [9.0, 11.0, 10.0], "invariant_al": [30.0, 35.0, 40.0],
+              "pose_al": [44.0, 50.0, 47.0]}
+    rows = {n: {w: {"score": v} for w, v in zip(worlds, vals)} for n, vals in scores.items()}
+    means = {n: float(np.mean(v)) for n, v in scores.items()}
+    checks = {c["strategy"]: c for c in calibrate.band_checks(means)}
+    assert all(checks[n]["ok"] for n in ("random", "labels_only", "invariant_al"))
+    assert not checks["pose_al"]["ok"] and checks["pose_al"]["band"] == [45.0, 80.0]  # 47 < 35 + 10
+    table = {"panel": "screening-v1", "scale": "paper", "worlds": worlds, "rows": rows, "mean": means,
+             "se": {n: float(np.std(v, ddof=1) / np.sqrt(3)) for n, v in scores.items()}, "bands": list(checks.values())}
+    calibrate.figure(table, tmp_path / "calibration.png")
+    assert (tmp_path / "calibration.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

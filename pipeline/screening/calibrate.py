@@ -25,6 +25,9 @@ BANDS = {  # paper scale, mean over the panel's worlds, % of the top-K found
     "invariant_al": (25.0, 42.0),
 }
 POSE_MARGIN, POSE_MAX = 10.0, 80.0  # pose_al >= invariant_al + 10 points and <= 80 %
+# The source's leaderboard (do-challenge.txt), drawn on the figure for reference.
+SOURCE_RESULTS = {"best, invariant features": 37.2, "best without spatial networks": 50.3,
+                  "best unrestricted": 77.8, "best in 10 hours": 33.6}
 
 
 def band_checks(means: dict) -> list[dict]:
@@ -101,7 +104,44 @@ def run(panel: str, scale: str, out: str, strategies: list, cluster: str = "loca
              "bands": band_checks(means) if scale == "paper" else None}
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / f"calibration-{panel}-{scale}.json").write_text(json.dumps(table, indent=2))
+    figure(table, Path(out) / f"calibration-{panel}-{scale}.png")
     return table
+
+
+def figure(table: dict, path) -> None:
+    """Each strategy's score per world (points), the panel mean with its SE (bar), the
+    bands at paper scale (shaded) and the source's leaderboard (dotted lines)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names, worlds = list(table["rows"]), table["worlds"]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    x = np.arange(len(names))
+    ax.bar(x, [table["mean"][n] for n in names], width=0.6, color="#c6dbef", edgecolor="#4a6f8a",
+           yerr=[0 if np.isnan(table["se"][n]) else table["se"][n] for n in names], capsize=4, label="mean ± SE")
+    for j, w in enumerate(worlds):
+        ax.scatter(x + (j - (len(worlds) - 1) / 2) * 0.12, [table["rows"][n][w]["score"] for n in names],
+                   s=18, zorder=3, label=w)
+    for check in table.get("bands") or []:
+        i = names.index(check["strategy"])
+        ax.fill_between([i - 0.4, i + 0.4], *check["band"], color="#2ca02c" if check["ok"] else "#d62728",
+                        alpha=0.15, lw=0, zorder=0)
+    for k, (label, value) in enumerate(SOURCE_RESULTS.items()):
+        ax.axhline(value, ls=":", lw=0.8, color="0.4")
+        ax.text(len(names) - 0.45, value, f" source: {label} {value:g} %", va="center", fontsize=7, color="0.3")
+    ax.set_xticks(x, names)
+    ax.set_xlim(-0.6, len(names) + 1.4)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("% of the true top-K found (best submission)")
+    bands = " (shaded: the issue's bands, green = met)" if table.get("bands") else ""
+    ax.set_title(f"{table['panel']}, {table['scale']} scale: one unrestricted episode per strategy and world{bands}",
+                 fontsize=8)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def print_table(table: dict) -> None:
