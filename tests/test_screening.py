@@ -601,12 +601,12 @@ def test_calibration_table_bands_and_figure(tmp_path):
 
     worlds = ["screening-01", "screening-02", "screening-03"]
     scores = {"random": [0.2, 0.4, 0.3], "labels_only": [9.0, 11.0, 10.0], "invariant_al": [30.0, 35.0, 40.0],
-              "pose_al": [44.0, 50.0, 47.0]}
+              "pose_al": [40.0, 46.0, 43.0]}
     rows = {n: {w: {"score": v} for w, v in zip(worlds, vals)} for n, vals in scores.items()}
     means = {n: float(np.mean(v)) for n, v in scores.items()}
     checks = {c["strategy"]: c for c in calibrate.band_checks(means)}
     assert all(checks[n]["ok"] for n in ("random", "labels_only", "invariant_al"))
-    assert not checks["pose_al"]["ok"] and checks["pose_al"]["band"] == [45.0, 80.0]  # 47 < 35 + 10
+    assert not checks["pose_al"]["ok"] and checks["pose_al"]["band"] == [45.0, 80.0]  # 43 < 35 + 10
     table = {"panel": "screening-v1", "scale": "paper", "worlds": worlds, "rows": rows, "mean": means,
              "se": {n: float(np.std(v, ddof=1) / np.sqrt(3)) for n, v in scores.items()}, "bands": list(checks.values())}
     calibrate.figure(table, tmp_path / "calibration.png")
