@@ -88,8 +88,9 @@ def run(panel: str, scale: str, out: str, strategies: list, cluster: str = "loca
         rows[name][wid] = {"score": result["score"], "overlaps": [s["overlap"] for s in result["submissions"]],
                            "exit": result["episode"]["exit_reason"], "seconds": result["episode"]["wall_s"],
                            "isolated": result["isolated"], "reused": reused}
-        print(f"{wid} {name}: {result['score']:.1f} % {rows[name][wid]['overlaps']} ({rows[name][wid]['seconds']:.0f} s"
-              f"{', reused' if reused else ''})", file=sys.stderr, flush=True)
+        sys.stderr.write(f"{wid} {name}: {result['score']:.1f} % {rows[name][wid]['overlaps']} "  # one write: lanes
+                         f"({rows[name][wid]['seconds']:.0f} s{', reused' if reused else ''})\n")  # never interleave
+        sys.stderr.flush()
 
     with ThreadPoolExecutor(max(1, int(jobs))) as pool:
         for future in [pool.submit(play, wid, name) for wid in worlds for name in strategies]:
