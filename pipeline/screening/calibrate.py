@@ -129,7 +129,7 @@ def figure(table: dict, path) -> None:
         i = names.index(check["strategy"])
         ax.fill_between([i - 0.4, i + 0.4], *check["band"], color="#2ca02c" if check["ok"] else "#d62728",
                         alpha=0.15, lw=0, zorder=0)
-    for k, (label, value) in enumerate(SOURCE_RESULTS.items()):
+    for label, value in SOURCE_RESULTS.items():
         ax.axhline(value, ls=":", lw=0.8, color="0.4")
         ax.text(len(names) - 0.45, value, f" source: {label} {value:g} %", va="center", fontsize=7, color="0.3")
     ax.set_xticks(x, names)
