@@ -168,14 +168,14 @@ def run_build(args, workers: int, out: str) -> dict:
     resolved = config.load(overrides)
     res = timed_build(resolved)
     res["bytes"] = stage_bytes(res["world_dir"])
-    res["stage_peaks"] = res.pop("sampler").stage_peaks(res.pop("t0"), res["summary"]["stages"])
     return res
 
 
 def timed_build(resolved, warm_up=None) -> dict:
     """Build ``resolved`` on a fresh executor of its cluster config, with every worker's kernels
     loaded first (``warm_up``: the kind's loader, default the biobank's) so that compile time stays
-    off the clock; the build's wall, the process tree's CPU and peak RSS while it ran."""
+    off the clock; the build's wall, the process tree's CPU and peak RSS while it ran, overall
+    and per stage."""
     executor = make_executor(resolved.cfg.cluster)
     executor.warm_up(warm_up)
     try:
@@ -187,7 +187,8 @@ def timed_build(resolved, warm_up=None) -> dict:
             cpu = sampler.cpu() - cpu0
     finally:
         executor.close()
-    return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": sampler.peak, "sampler": sampler, "t0": t0,
+    return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": sampler.peak,
+            "stage_peaks": sampler.stage_peaks(t0, summary["stages"]),
             "world_dir": os.path.join(resolved.cfg.out, resolved.cfg.world.id)}
 
 
