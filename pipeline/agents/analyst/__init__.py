@@ -51,9 +51,15 @@ WORK; numpy, pandas and scipy only).  Its steps:
    Wald-ratio MR on the phenotype and on events, with delta-method SE; the
    instrument's direct effect with the protein held fixed (exclusion
    restriction); which other proteins the lead variant (or one in LD) instruments
-   (colocalisation); reverse-direction MR with genome-wide significant variants
-   for the phenotype as instruments.
-7. Verdicts, in order: MR-significant (Bonferroni over instruments) proteins are
+   (colocalisation); whether the disease signal at the lead's locus is the
+   lead's own (conditional analysis: the neighbour most associated with disease,
+   both fitted jointly, and whether that neighbour moves the protein);
+   reverse-direction MR with genome-wide significant variants for the phenotype
+   as instruments.
+7. Verdicts, in order: MR-significant (Bonferroni over instruments) proteins get
+   no claim when colocalisation fails (the locus's disease peak is a neighbour
+   that keeps its effect given the lead, the lead adds nothing given the peak and
+   the peak does not move the protein: the signal is borrowed through LD), are
    an ambiguous shared locus if their signal tags another protein, pleiotropic if
    the instrument acts with the protein held fixed and the observational
    association falls short of the genetic one, a discordant marker if severity

@@ -130,6 +130,18 @@ def analyse(ctx, store) -> dict:
         table.at[prot, "z_direct"] = zd
         table.at[prot, "direct_share"] = b_direct / b_total if b_total else np.nan
 
+    # Colocalisation at each MR-significant instrument's locus (judged in ``classify``): is the
+    # disease signal there the instrument's, or a neighbouring variant's that the lead tags?
+    for col in ("z_lead_given_peak", "z_peak_given_lead", "z_peak_on_protein"):
+        table[col] = np.nan
+    table["coloc_peak"] = ""
+    for prot in mr_sig:
+        found = evidence.neighbour_signal(y, G, D, P[:, proteins.index(prot)], int(table.at[prot, "lead"]))
+        if found is not None:
+            peak, table.at[prot, "z_lead_given_peak"], table.at[prot, "z_peak_given_lead"], \
+                table.at[prot, "z_peak_on_protein"] = found
+            table.at[prot, "coloc_peak"] = variant_ids[peak]
+
     # Forward evidence (later disease beyond current severity: new heart-failure diagnoses and
     # the repeat MRI), combined; the proteins it flags are re-tested one by one, strongest
     # first, given the MR-supported proteins and the ones already kept (conditional analysis).
@@ -204,14 +216,32 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
         if prot not in verdict:
             verdict[prot] = {"label": label, "reason": reason, **extra}
 
-    # 1. Genetically supported proteins: shared loci, pleiotropic instruments, discordant
-    #    outcomes, drivers.
+    # 1. Genetically supported proteins: borrowed signals, shared loci, pleiotropic
+    #    instruments, discordant outcomes, drivers.
     mr_sig = table.index[table["mr_sig"]]
     k = max(len(mr_sig), 1)
     z_k = zcrit(ALPHA / k)
+    # Colocalisation fails when the locus's disease peak is another variant, which keeps its
+    # effect given the lead (Bonferroni over the MR-significant proteins), while the lead adds
+    # nothing given the peak and the peak does not move the protein (neither even nominally):
+    # the MR signal is borrowed through LD.  No claim either way - the protein's own
+    # instrument says nothing about it.
+    if "z_lead_given_peak" in table:
+        for prot in mr_sig:
+            row = table.loc[prot]
+            if np.isfinite(row["z_lead_given_peak"]) and abs(row["z_peak_given_lead"]) > z_k \
+                    and abs(row["z_lead_given_peak"]) < zcrit(ALPHA) and abs(row["z_peak_on_protein"]) < zcrit(ALPHA):
+                put(prot, "ld_neighbour", f"its MR signal (z {row['mr_z']:.1f}) is borrowed: the locus's disease peak "
+                    f"is {row['coloc_peak']} (z {row['z_peak_given_lead']:.1f} given the lead), its lead "
+                    f"{row['lead_id']} adds nothing given the peak (z {row['z_lead_given_peak']:.1f}) and the peak "
+                    f"does not move the protein (z {row['z_peak_on_protein']:.1f}): no colocalisation")
+    borrowed = {q for q, v in verdict.items() if v["label"] == "ld_neighbour"}
     shared_sets = []
     for prot in mr_sig:
+        if prot in borrowed:
+            continue
         members = [m for m in table.at[prot, "locus_members"].split(",") if m]
+        members = [m for m in members if m not in borrowed]
         if members:
             group = sorted(set([prot] + members))[:5]
             if group not in shared_sets:

@@ -14,7 +14,8 @@ COLUMNS = {
     "z_site": "site-scale z", "z_participation": "imaging-participation z", "z_imaging": "assoc z among imaged",
     "z_nonimaging": "assoc z outside imaging", "z_forward_comb": "later disease beyond current severity z (diagnoses and repeat MRI)",
     "lead_id": "lead variant", "F": "instrument F", "mr": "MR estimate", "mr_se": "MR SE", "mr_z": "MR z",
-    "mr_event_z": "MR on events z", "z_direct": "instrument direct-effect z", "z_reverse_mr": "reverse-MR z",
+    "mr_event_z": "MR on events z", "z_direct": "instrument direct-effect z",
+    "coloc_peak": "locus disease peak", "z_lead_given_peak": "lead z given the peak", "z_reverse_mr": "reverse-MR z",
 }
 
 
