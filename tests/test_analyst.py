@@ -212,3 +212,50 @@ def test_colocalisation_tells_a_borrowed_mr_signal_from_the_proteins_own():
     G, D, p, y = _linked_locus(40000, 2, causal_protein=True)
     found = evidence.neighbour_signal(y, G, D, p, 8, width=10)
     assert found is None or abs(found[1]) > 10
+
+
+def _genetic_table():
+    """A proteome of unremarkable proteins with four MR-significant ones: an instrument
+    borrowing a neighbour's disease signal, a pleiotropic one, a driver whose direct-effect
+    test is slightly biased (significant at scale, a small share of the effect) and a
+    clean driver."""
+    import pandas as pd
+
+    names = [f"P{i:02d}" for i in range(40)]
+    t = pd.DataFrame(0.0, index=names, columns=[
+        "F", "r_obs", "mr", "mr_se", "mr_z", "mr_p", "mr_event_z", "z_direct", "direct_share", "z_obs_vs_mr",
+        "z_reverse_mr", "z_obs", "z_crude", "z_crude_adj", "z_event", "z_event_adj", "z_imaging", "z_nonimaging",
+        "z_participation", "z_site", "z_site_rest", "z_forward_comb", "z_hf_beyond", "z_early_event_beyond",
+        "z_nonimaging_e", "z_obs_e", "z_change_e", "z_lead_given_peak", "z_peak_given_lead", "z_peak_on_protein"])
+    t["F"], t["mr_p"], t["mr_se"] = 100.0, 1.0, 0.02
+    t[["z_lead_given_peak", "z_peak_given_lead", "z_peak_on_protein"]] = np.nan
+    for col in ("mr_sig", "z_obs_flag", "z_participation_flag"):
+        t[col] = False
+    t["lead_id"], t["locus_members"], t["coloc_peak"] = [f"rs{i}" for i in range(40)], "", ""
+    rows = {
+        "P00": dict(mr=0.2, mr_z=5.0, z_direct=5.0, direct_share=0.9, z_obs_vs_mr=-5.0, coloc_peak="rs99",
+                    z_lead_given_peak=0.3, z_peak_given_lead=25.0, z_peak_on_protein=0.1),
+        "P01": dict(mr=0.2, mr_z=9.0, z_direct=8.0, direct_share=0.95, z_obs_vs_mr=-7.0),
+        "P02": dict(mr=-0.3, mr_z=-30.0, z_direct=-4.5, direct_share=0.16, z_obs_vs_mr=3.5, mr_event_z=-13.0,
+                    r_obs=-0.26),
+        "P03": dict(mr=0.3, mr_z=20.0, z_direct=0.5, direct_share=0.02, z_obs_vs_mr=0.3, mr_event_z=9.0, r_obs=0.3),
+    }
+    for prot, values in rows.items():
+        t.loc[prot, "mr_sig"] = True
+        for col, value in values.items():
+            t.at[prot, col] = value
+    return t
+
+
+def test_genetic_verdicts_borrowed_pleiotropic_and_biased_drivers():
+    from pipeline.agents.analyst.lib import claims
+
+    verdict = claims.classify(_genetic_table(), {"z_screen": 3.5})["verdict"]
+    assert verdict["P00"]["label"] == "ld_neighbour"
+    assert verdict["P01"]["label"] == "pleiotropy"
+    assert verdict["P02"]["label"] == "driver" and verdict["P02"]["direction"] == "activate"
+    assert "16%" in verdict["P02"]["reason"]
+    assert verdict["P03"]["label"] == "driver" and verdict["P03"]["direction"] == "inhibit"
+    submission = claims.claims_from({"verdict": verdict, "pairs": []}, _genetic_table(), {})
+    assert sorted(submission["nominated"]) == ["P02", "P03"]
+    assert [r["molecule"] for r in submission["rejected"]] == ["P01"]

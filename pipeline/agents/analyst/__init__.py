@@ -61,8 +61,10 @@ WORK; numpy, pandas and scipy only).  Its steps:
    that keeps its effect given the lead, the lead adds nothing given the peak and
    the peak does not move the protein: the signal is borrowed through LD), are
    an ambiguous shared locus if their signal tags another protein, pleiotropic if
-   the instrument acts with the protein held fixed and the observational
-   association falls short of the genetic one, a discordant marker if severity
+   the instrument acts with the protein held fixed, the observational
+   association falls short of the genetic one and the direct path carries most of
+   the instrument's effect (holding a confounded exposure fixed biases the test a
+   little, which a large cohort makes significant), a discordant marker if severity
    and events move in opposite directions, otherwise drivers (direction = MR
    sign).  A protein whose spread differs between centres, with the other centres
    agreeing once the most deviant one is left out, is a measurement artefact.
