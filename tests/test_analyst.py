@@ -259,3 +259,8 @@ def test_genetic_verdicts_borrowed_pleiotropic_and_biased_drivers():
     submission = claims.claims_from({"verdict": verdict, "pairs": []}, _genetic_table(), {})
     assert sorted(submission["nominated"]) == ["P02", "P03"]
     assert [r["molecule"] for r in submission["rejected"]] == ["P01"]
+    # A knockdown without effect refutes a driver; how its instrument moved disease is not
+    # established, so it is neither nominated nor rejected with a guessed mechanism.
+    null = {"P03": {"kind": "knockdown", "effect": False, "direction": "inhibit", "alignment": "unknown"}}
+    submission = claims.claims_from({"verdict": verdict, "pairs": []}, _genetic_table(), null)
+    assert submission["nominated"] == ["P02"] and [r["molecule"] for r in submission["rejected"]] == ["P01"]

@@ -459,13 +459,10 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
             continue
         f = findings.get(prot)
         if v["label"] == "driver":
-            if f is not None and not f["effect"] and f["kind"] == "knockdown":
-                # Its instrument moves disease, lowering the protein does not: the variant acts
-                # through another path.
-                claims["rejected"].append({"molecule": prot, "mechanism": "pleiotropy",
-                                           "reason": v["reason"] + "; yet a knockdown shows no effect on disease"})
-                continue
             if f is not None and not f["effect"]:
+                # Its instrument moves disease, lowering the protein does not: not a target.
+                # How the instrument moves disease (another path, a linked variant, chance)
+                # is not established, so no mechanism is claimed.
                 continue
             if f is not None and f["alignment"] == "misaligned":
                 continue
