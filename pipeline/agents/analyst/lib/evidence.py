@@ -17,6 +17,10 @@ import pandas as pd
 from .data import nuisance_design
 from .stats import corr_columns, partial_columns, pvalue, zs
 
+#: Columns either side of a variant that make up its locus (file order is genomic order;
+#: LD decays within a few dozen).
+LOCUS_COLUMNS = 60
+
 # Outcome columns whose genome-wide associations the scan computes.
 GWAS_OUTCOMES = ("phenotype", "crude", "nonimaging", "event", "early_event", "late_event", "hf_incident")
 
@@ -311,12 +315,11 @@ def direct_effect(y: np.ndarray, g: np.ndarray, p: np.ndarray, design: np.ndarra
 
 
 def neighbour_signal(y: np.ndarray, G: np.ndarray, design: np.ndarray, p: np.ndarray, lead: int,
-                     width: int = 60):
+                     width: int = LOCUS_COLUMNS):
     """Colocalisation by conditional analysis: is the disease signal at the instrument's
     locus the instrument's own?
 
-    Among the lead's neighbours (``width`` columns either side in file order, which is
-    genomic; LD decays within a few dozen) the variant most associated with disease is the
+    Among the lead's neighbours (``width`` columns either side) the variant most associated with disease is the
     locus's disease peak.  If it is not the lead, disease is regressed on both (with the
     nuisance design) and so is the protein.  Returns None when the lead is its locus's
     peak, else (peak column, z of the lead's disease effect given the peak, z of the
@@ -363,7 +366,7 @@ def locus_groups(table: pd.DataFrame, G: np.ndarray, candidates: list, f_min: fl
     groups = {}
     for prot in candidates:
         v = int(table.at[prot, "lead"])
-        near = strong.index[np.abs(leads - v) <= 60]  # file order is genomic order; LD decays within a few dozen
+        near = strong.index[np.abs(leads - v) <= LOCUS_COLUMNS]
         members = []
         for other in near:
             w = int(table.at[other, "lead"])
@@ -389,7 +392,7 @@ def reverse_mr(P: np.ndarray, G: np.ndarray, table: pd.DataFrame, gwas_z: np.nda
     for v in order:
         if abs(gwas_z[v]) < z_hit:
             break
-        if all(abs(int(v) - c) > 60 for c in chosen):
+        if all(abs(int(v) - c) > LOCUS_COLUMNS for c in chosen):
             chosen.append(int(v))
     if not chosen:
         return pd.Series(np.nan, index=table.index), []
@@ -402,7 +405,7 @@ def reverse_mr(P: np.ndarray, G: np.ndarray, table: pd.DataFrame, gwas_z: np.nda
         v = lead_of.get(prot, -1)
         keep = np.ones(len(chosen), bool)
         for k, c in enumerate(chosen):
-            if v >= 0 and abs(c - v) <= 60 and (c == v or ld_r(G, c, v) ** 2 > exclude_r2):
+            if v >= 0 and abs(c - v) <= LOCUS_COLUMNS and (c == v or ld_r(G, c, v) ** 2 > exclude_r2):
                 keep[k] = False
         if not keep.any():
             continue
