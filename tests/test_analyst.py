@@ -264,3 +264,41 @@ def test_genetic_verdicts_borrowed_pleiotropic_and_biased_drivers():
     null = {"P03": {"kind": "knockdown", "effect": False, "direction": "inhibit", "alignment": "unknown"}}
     submission = claims.claims_from({"verdict": verdict, "pairs": []}, _genetic_table(), null)
     assert submission["nominated"] == ["P02"] and [r["molecule"] for r in submission["rejected"]] == ["P01"]
+
+
+def test_weak_forward_evidence_is_tested_with_budget_left_and_claimed_only_on_an_effect():
+    """Forward evidence under the proteome-wide bar makes no claim; with budget left after
+    the planned experiments such proteins are knocked down, strongest first, and one whose
+    knockdown moves disease is nominated (a null knockdown leaves it unclaimed)."""
+    from pipeline.agents.analyst.lib import claims
+
+    table = _genetic_table()
+    forward = {"P10": (2.6, 1.0, 0.4), "P11": (-2.2, -1.0, 0.1), "P12": (3.0, 1.0, 3.5), "P13": (5.0, 2.0, 0.2),
+               "P14": (2.4, -1.0, 0.0)}
+    for prot, (z_fwd, z_hf, z_early) in forward.items():
+        table.loc[prot, ["z_forward_comb", "z_hf_beyond", "z_early_event_beyond"]] = z_fwd, z_hf, z_early
+    result = claims.classify(table, {"z_screen": 3.5})
+    verdict = result["verdict"]
+    assert verdict["P13"]["label"] == "delayed_candidate"  # over the proteome-wide bar
+    assert [q for q, v in verdict.items() if v["label"] == "forward_nominal"] == ["P10", "P11"]
+    # P12: early events in excess (a harmful marker's profile); P14: later disease falls short.
+    assert "P12" not in verdict and "P14" not in verdict
+    costs = {"cell_perturbation": 150000, "knockdown": 400000}
+    plan = claims.next_requests(result, {}, [], 2_000_000, costs)
+    assert plan == [("knockdown", q) for q in ("P13", "P02", "P03", "P10", "P11")]
+    assert ("knockdown", "P10") not in claims.next_requests(result, {}, [], 1_200_000, costs)
+
+    untested = claims.claims_from(result, table, {})
+    assert not {"P10", "P11"} & (set(untested["nominated"]) | {r["molecule"] for r in untested["rejected"]})
+    findings = {"P10": {"kind": "knockdown", "effect": True, "direction": "activate", "alignment": "aligned",
+                        "cavity_r": 0.9},
+                "P11": {"kind": "knockdown", "effect": False, "direction": "inhibit", "alignment": "unknown",
+                        "cavity_r": 0.0},
+                "P03": {"kind": "knockdown", "effect": True, "direction": "inhibit", "alignment": "aligned",
+                        "cavity_r": -1.1}}
+    tested = claims.claims_from(result, table, findings)
+    assert "P10" in tested["nominated"] and tested["directions"]["P10"] == "activate"
+    assert "P11" not in tested["nominated"] and "P11" not in {r["molecule"] for r in tested["rejected"]}
+    # A small change beside the episode's effects (a reagent's off-target action) is no cause.
+    findings["P10"]["cavity_r"] = 0.06
+    assert "P10" not in claims.claims_from(result, table, findings)["nominated"]

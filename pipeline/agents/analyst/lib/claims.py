@@ -414,6 +414,18 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
             f"{fwd[prot]:.1f}) without excess early events, while weakly associated at baseline (r {row['r_obs']:.3f})",
             direction="inhibit" if fwd[prot] > 0 else "activate")
 
+    # 8. Weaker forward evidence: the same profile (quiet at baseline, ahead of current
+    #    severity, no early excess) at the nominal level only.  Observation cannot tell a
+    #    delayed effect this weak from chance, so no claim; a knockdown can, and one is bought
+    #    when budget is left over (the strongest first).
+    nominal = fwd.abs() > zcrit(ALPHA)
+    for prot in sorted(table.index[nominal & early_ok & excess & quiet], key=lambda q: -abs(fwd[q])):
+        row = table.loc[prot]
+        put(prot, "forward_nominal", f"predicts later disease beyond current severity at the nominal level only "
+            f"(forward z {fwd[prot]:.1f}, under the proteome-wide bar) without excess early events, weakly "
+            f"associated at baseline (r {row['r_obs']:.3f}): no claim unless a knockdown shows an effect",
+            direction="inhibit" if fwd[prot] > 0 else "activate")
+
     pairs = [{"kind": "shared_locus", "members": g} for g in shared_sets]
     delayed_cands = [q for q, v in verdict.items() if v["label"] == "delayed_candidate"]
     if delayed_cands:
@@ -477,8 +489,8 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
                     claims["outcome_alignment"][prot] = f["alignment"]
                 continue
             claims["rejected"].append({"molecule": prot, "mechanism": v["label"], "reason": v["reason"]})
-        elif f is not None and f["effect"] and f["alignment"] != "misaligned" and v["label"] in ("unresolved",
-                                                                                                "delayed_candidate"):
+        elif f is not None and f["effect"] and f["alignment"] != "misaligned" and v["label"] in (
+                "unresolved", "delayed_candidate") + (("forward_nominal",) if _of_effect_size(f, findings) else ()):
             claims["nominated"].append(prot)
             claims["directions"][prot] = f["direction"]
             claims["outcome_alignment"][prot] = f["alignment"]
@@ -491,10 +503,18 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
             # centre and outside the imaged: the disease moves it.
             claims["rejected"].append({"molecule": prot, "mechanism": "reverse_causation",
                                        "reason": v["reason"] + "; a knockdown shows no effect on disease"})
-    n_claims = len(claims["nominated"]) + len(claims["rejected"])
+    claimed = set(claims["nominated"]) | {r["molecule"] for r in claims["rejected"]}
     # Half for the observational case, the rest in proportion to the claims an experiment tested.
-    claims["confidence"] = round(0.5 + 0.5 * min(1.0, len(findings) / max(n_claims, 1)), 2) if n_claims else 0.5
+    claims["confidence"] = round(0.5 + 0.5 * len(claimed & set(findings)) / len(claimed), 2) if claimed else 0.5
     return claims
+
+
+def _of_effect_size(finding: dict, findings: dict) -> bool:
+    """An exploratory knockdown's change counts only at the size of the episode's effects
+    (at least a quarter of its largest knockdown change): a reagent with a small
+    off-target action must not make a cause of a protein with weak evidence."""
+    largest = max(abs(g["cavity_r"]) for g in findings.values() if g["kind"] == "knockdown")
+    return abs(finding["cavity_r"]) * 4 >= largest
 
 
 def _delayed_claims(pair: dict, verdict: dict, findings: dict, claims: dict, resolved: set) -> None:
@@ -625,6 +645,10 @@ def next_requests(result: dict, findings: dict, requested: list, budget: float, 
     2. Standouts whose instrument is weak or inconclusive, then MR-supported drivers
        and discordant markers: a knockdown each (direction, survival), from what is
        left above the reserve.
+    3. With budget still left and none held in reserve: knockdowns of the proteins
+       with nominal forward evidence, strongest first.  A delayed effect too weak for observation to
+       establish shows in a knockdown, which reads the late horizon; a protein that
+       causes nothing shows no effect and gets no claim, so the test cannot mislead.
     """
     cell, kd = float(costs.get("cell_perturbation", 150000)), float(costs.get("knockdown", 400000))
     bought = {p for _, p in requested}
@@ -661,7 +685,9 @@ def next_requests(result: dict, findings: dict, requested: list, budget: float, 
                 bought.add(m)
                 left -= cell
     verdict = result["verdict"]
-    for labels in (("unresolved",), ("driver", "discordant")):
+    for labels in (("unresolved",), ("driver", "discordant"), ("forward_nominal",)):
+        if labels == ("forward_nominal",) and reserve:
+            break  # exploratory only with nothing held back: a set's result may free budget for the above
         for prot, v in verdict.items():
             if v["label"] in labels and prot not in bought and kd <= left - reserve:
                 plan.append(("knockdown", prot))
