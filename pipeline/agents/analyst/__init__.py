@@ -84,12 +84,13 @@ WORK; numpy, pandas and scipy only).  Its steps:
    of their candidates only (only a knockdown reads late effects; a null candidate
    is dropped, never convicting another by elimination); budget for the
    remaining members is reserved;
-   then standouts with inconclusive instruments, then confirmation of drivers;
-   then, with budget left and none reserved, knockdowns of the proteins whose
-   forward evidence is nominal only (quiet at baseline, ahead of current
-   severity, no early excess: a delayed effect too weak to establish by
-   observation), strongest first - nominated only when the knockdown shows an
-   effect (a protein that causes nothing shows none, so the test cannot mislead).
+   then standouts with inconclusive instruments; then, with none reserved, the
+   protein whose forward evidence is strongest among those that are nominal only
+   (quiet at baseline, ahead of current severity, no early excess: a delayed
+   effect too weak to establish by observation); then confirmation of drivers,
+   weakest MR evidence first; then the other nominal forward signals, strongest
+   first.  An exploratory knockdown nominates only on an effect of the episode's
+   size (a protein that causes nothing shows none, so the test cannot mislead).
    A result is an effect when cavity radius and ejection fraction move in
    opposite directions (and, for a noisy cell read, by at least a quarter of the
    episode's largest change); lowering that worsens disease means activate;

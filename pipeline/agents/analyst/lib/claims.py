@@ -272,13 +272,13 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
         if abs(row["mr_event_z"]) > z_k and np.sign(row["mr_event_z"]) != np.sign(row["mr_z"]):
             put(prot, "discordant", f"genetically raising it changes severity and cardiac events in opposite "
                 f"directions (MR z {row['mr_z']:.1f} vs events {row['mr_event_z']:.1f}): a marker, not a target",
-                direction=direction)
+                direction=direction, z=float(row["mr_z"]))
             continue
         direct = (f"no direct instrument effect (z {row['z_direct']:.1f})" if abs(row["z_direct"]) <= z_k else
                   f"the instrument's direct path (z {row['z_direct']:.1f}) carries only {row['direct_share']:.0%} of "
                   f"its effect")
         put(prot, "driver", f"MR {row['mr']:.3f} (SE {row['mr_se']:.3f}, z {row['mr_z']:.1f}, F {row['F']:.0f}); "
-            f"{direct}; observational r {row['r_obs']:.3f}", direction=direction)
+            f"{direct}; observational r {row['r_obs']:.3f}", direction=direction, z=float(row["mr_z"]))
 
     # 2. Site artefact: one centre on another scale.
     if "z_site" in table:
@@ -642,13 +642,16 @@ def next_requests(result: dict, findings: dict, requested: list, budget: float, 
        gets cell perturbations of all its members at once (each member the others'
        control; its effect is there at baseline), while a delayed pair needs
        knockdowns (only they read late effects) and is otherwise left abstained.
-    2. Standouts whose instrument is weak or inconclusive, then MR-supported drivers
-       and discordant markers: a knockdown each (direction, survival), from what is
-       left above the reserve.
-    3. With budget still left and none held in reserve: knockdowns of the proteins
-       with nominal forward evidence, strongest first.  A delayed effect too weak for observation to
-       establish shows in a knockdown, which reads the late horizon; a protein that
-       causes nothing shows no effect and gets no claim, so the test cannot mislead.
+    2. A knockdown each, from what is left above the reserve: standouts whose
+       instrument is weak or inconclusive; then, with none held in reserve, the
+       protein with the strongest forward evidence that is nominal only (where a
+       delayed effect too weak for observation to establish would show: a knockdown
+       reads the late horizon, and a protein that causes nothing shows no effect
+       and gets no claim, so the test cannot mislead); then MR-supported drivers
+       and discordant markers, weakest genetic evidence first (a confirmation
+       matters most where the evidence is thinnest; it gives survival too).
+    3. With budget still left and none held in reserve: the other proteins with
+       nominal forward evidence, strongest first.
     """
     cell, kd = float(costs.get("cell_perturbation", 150000)), float(costs.get("knockdown", 400000))
     bought = {p for _, p in requested}
@@ -685,14 +688,16 @@ def next_requests(result: dict, findings: dict, requested: list, budget: float, 
                 bought.add(m)
                 left -= cell
     verdict = result["verdict"]
-    for labels in (("unresolved",), ("driver", "discordant"), ("forward_nominal",)):
-        if labels == ("forward_nominal",) and reserve:
-            break  # exploratory only with nothing held back: a set's result may free budget for the above
-        for prot, v in verdict.items():
-            if v["label"] in labels and prot not in bought and kd <= left - reserve:
-                plan.append(("knockdown", prot))
-                bought.add(prot)
-                left -= kd
+    unresolved = [p for p, v in verdict.items() if v["label"] == "unresolved"]
+    confirm = sorted((p for p, v in verdict.items() if v["label"] in ("driver", "discordant")),
+                     key=lambda p: abs(verdict[p].get("z", math.inf)))
+    # Exploratory only with nothing held back: a set's result may free budget for the above.
+    exploratory = [p for p, v in verdict.items() if v["label"] == "forward_nominal"] if not reserve else []
+    for prot in unresolved + exploratory[:1] + confirm + exploratory[1:]:
+        if prot not in bought and kd <= left - reserve:
+            plan.append(("knockdown", prot))
+            bought.add(prot)
+            left -= kd
     return plan
 
 
