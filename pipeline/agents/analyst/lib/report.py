@@ -26,7 +26,9 @@ def evidence_table(store, work: str) -> pd.DataFrame:
     claims = store.read_json("claims.json")
     findings = load_findings(work, [p["members"] for p in analysis["result"]["pairs"]])
     top = list(table["r_obs"].abs().sort_values(ascending=False).index[:8])
-    rows = list(dict.fromkeys(list(verdict) + list(findings) + top))
+    # Nominal-only forward signals (dozens, no claim) are listed when a knockdown tested them.
+    listed = [q for q, v in verdict.items() if v["label"] != "forward_nominal" or q in findings]
+    rows = list(dict.fromkeys(listed + list(findings) + top))
     out = table.loc[rows, [c for c in COLUMNS if c in table]].rename(columns=COLUMNS)
     nominated = set(claims.get("nominated", []))
     rejected = {r["molecule"]: r["mechanism"] for r in claims.get("rejected", [])}
