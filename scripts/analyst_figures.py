@@ -7,7 +7,8 @@ a figure and a per-world account of the points it lost.
 
 Worlds are built one at a time (with pixels: the analyst segments the MRI itself),
 played at budgets 0, 450,000 and 2,000,000, and deleted afterwards unless --keep
-(a paper-scale world with images is ~16 GB).  Results accumulate in
+(a paper-scale world with images is ~16 GB); replay mode deletes only the pixels, keeping
+the rest for --refresh.  Results accumulate in
 ``<out>/analyst_scores.json`` (a rerun skips finished episodes); the figure is
 ``<out>/analyst_scores.png`` and the text report ``<out>/analyst_report.md``.
 
@@ -157,7 +158,10 @@ def main(argv=None) -> int:
     parser.add_argument("--scale", default="small")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--out", required=True)
-    parser.add_argument("--keep", action="store_true", help="keep the built worlds")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the built worlds whole, pixels included (about 16 GB a paper-scale world); "
+                             "without it harness mode deletes each world and replay mode deletes only its pixels, "
+                             "which --refresh does not need")
     parser.add_argument("--mode", choices=("harness", "replay"), default="harness")
     parser.add_argument("--refresh", action="store_true",
                         help="replay mode: replay every kept world again from the phenotype step")
