@@ -423,8 +423,7 @@ def classify(table: pd.DataFrame, notes: dict) -> dict:
         row = table.loc[prot]
         put(prot, "forward_nominal", f"predicts later disease beyond current severity at the nominal level only "
             f"(forward z {fwd[prot]:.1f}, under the proteome-wide bar) without excess early events, weakly "
-            f"associated at baseline (r {row['r_obs']:.3f}): no claim unless a knockdown shows an effect",
-            direction="inhibit" if fwd[prot] > 0 else "activate")
+            f"associated at baseline (r {row['r_obs']:.3f}): no claim unless a knockdown shows an effect")
 
     pairs = [{"kind": "shared_locus", "members": g} for g in shared_sets]
     delayed_cands = [q for q, v in verdict.items() if v["label"] == "delayed_candidate"]
@@ -489,8 +488,9 @@ def claims_from(result: dict, table: pd.DataFrame, findings: dict) -> dict:
                     claims["outcome_alignment"][prot] = f["alignment"]
                 continue
             claims["rejected"].append({"molecule": prot, "mechanism": v["label"], "reason": v["reason"]})
-        elif f is not None and f["effect"] and f["alignment"] != "misaligned" and v["label"] in (
-                "unresolved", "delayed_candidate") + (("forward_nominal",) if _of_effect_size(f, findings) else ()):
+        elif f is not None and f["effect"] and f["alignment"] != "misaligned" and (
+                v["label"] in ("unresolved", "delayed_candidate")
+                or (v["label"] == "forward_nominal" and _of_effect_size(f, findings))):
             claims["nominated"].append(prot)
             claims["directions"][prot] = f["direction"]
             claims["outcome_alignment"][prot] = f["alignment"]

@@ -319,8 +319,8 @@ def neighbour_signal(y: np.ndarray, G: np.ndarray, design: np.ndarray, p: np.nda
     """Colocalisation by conditional analysis: is the disease signal at the instrument's
     locus the instrument's own?
 
-    Among the lead's neighbours (``width`` columns either side) the variant most associated with disease is the
-    locus's disease peak.  If it is not the lead, disease is regressed on both (with the
+    Among the lead's neighbours (``width`` columns either side) the variant most
+    associated with disease is the locus's disease peak.  If it is not the lead, disease is regressed on both (with the
     nuisance design) and so is the protein.  Returns None when the lead is its locus's
     peak, else (peak column, z of the lead's disease effect given the peak, z of the
     peak's given the lead, z of the peak's effect on the protein given the lead).
