@@ -120,8 +120,9 @@ PAIR_FREE = {
 
 
 def run(truth, submission=None, phenotype=None, baseline_b=0.42, experiments=(), latent=LATENT, mask=EVAL_MASK,
-        valid=PROTEINS):
-    result = score(truth, submission, phenotype, latent, mask, baseline_b, list(experiments), valid)
+        valid=PROTEINS, imaged=None, paper_compat=False):
+    result = score(truth, submission, phenotype, latent, mask, baseline_b, list(experiments), valid,
+                   imaged=imaged, paper_compat=paper_compat)
     valid_score(result)
     json.dumps(result, allow_nan=False)
     return result
@@ -663,10 +664,21 @@ def test_phenotype_zero_variance_and_non_numeric():
     mixed = latent_phenotype().astype({"phenotype": object})
     mixed.loc[::5, "phenotype"] = "n/a"
     mixed.loc[1::7, "phenotype"] = np.inf
-    result = run(PAIR_FREE, None, mixed)
-    assert result["details"]["phenotype_construction"]["r"] == pytest.approx(1.0)
     kept = [i for i in range(0, N_SUBJECTS, 3) if i % 5 != 0 and i % 7 != 1]
+    # S2.5's own rule (paper_compat): the non-numeric values are left out, r over the rest is exact.
+    result = run(PAIR_FREE, None, mixed, paper_compat=True)
+    assert result["details"]["phenotype_construction"]["r"] == pytest.approx(1.0)
     assert result["details"]["phenotype_construction"]["n"] == len(kept)
+    assert result["details"]["paper_compat"] is True
+    # The default: they take the mean of the finite values, so r over the whole mask is below 1.
+    result = run(PAIR_FREE, None, mixed)
+    detail = result["details"]["phenotype_construction"]
+    assert detail["n"] == len(kept) and detail["n_set"] == int(EVAL_MASK.sum())
+    assert detail["n_imputed"] == int(EVAL_MASK.sum()) - len(kept)
+    x = pd.to_numeric(mixed["phenotype"], errors="coerce").to_numpy(float)[EVAL_MASK]
+    x = np.where(np.isfinite(x), x, np.nanmean(np.where(np.isfinite(x), x, np.nan)))
+    assert detail["r"] == pytest.approx(abs(np.corrcoef(x, LATENT.to_numpy()[EVAL_MASK])[0, 1]))
+    assert detail["r"] < 0.99
 
 
 def test_phenotype_extreme_magnitudes_do_not_overflow():
@@ -724,9 +736,11 @@ def test_score_episode_reads_files_and_prefers_the_ledger(tmp_path):
     assert with_ledger["details"]["experiments_source"].startswith("ledger")
     assert with_ledger["causal_confidence"] == pytest.approx(12.5)
     assert with_ledger["phenotype_construction"] == pytest.approx(10)
+    # Without the ledger no experiment earns credit (SPEC section 7): the forged file is not counted.
     without = score_episode(sealed, work)
-    assert without["details"]["experiments_delivered"] == ["PROT_0040"]
+    assert without["details"]["experiments_delivered"] == []
     assert "no ledger" in without["details"]["experiments_source"]
+    assert any("experiment-based credit is zero" in w for w in without["details"]["warnings"])
     missing_ledger = score_episode(sealed, work, tmp_path / "absent.jsonl")
     assert missing_ledger["details"]["experiments_delivered"] == []
 

@@ -158,7 +158,7 @@ program = (
     "content = sorted(sum((os.listdir(w) for w in where if os.path.isdir(w)), []))\n"
     "import numpy, pandas\n"
     "print('REPORT ' + json.dumps({'readable': readable, 'content': content, 'prefix': sys.prefix}))\n")
-box = Sandbox(sys.argv[1], None, sys.argv[2], isolation='require')
+box = Sandbox(sys.argv[1], isolation='require')
 try:
     run = box.run(program, 120)
 finally:
@@ -167,7 +167,7 @@ line = [l for l in run.stdout.splitlines() if l.startswith('REPORT ')]
 assert line, run.stdout + run.stderr
 print(json.dumps({'report': json.loads(line[0][7:]), 'prefix': sys.prefix, 'seeds': len(seeds)}))
 """
-    proc = _run(python, ["-c", code, str(release), str(tmp_path / "state")], elsewhere)
+    proc = _run(python, ["-c", code, str(release)], elsewhere)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     outcome = json.loads(proc.stdout.strip().splitlines()[-1])
     assert outcome["seeds"] >= 20

@@ -152,12 +152,11 @@ def episode_main(argv: list) -> int:
     world = Path(args["world_dir"])
     out = Path(args["out"])
     out.mkdir(parents=True, exist_ok=True)
-    sandbox = Sandbox(world / bundle.RELEASE, out / "work", out / ".sandbox", protected=[world / bundle.SEALED],
-                      isolation="auto")
+    sandbox = Sandbox(world / bundle.RELEASE, protected=[world / bundle.SEALED], isolation="auto")
     try:
         run = sandbox.run(AGENT_CODE, timeout=120)
     finally:
-        sandbox.close()
+        sandbox.close(keep_work=out / "work")
     if run.submitted is not None:
         (out / "work" / "submission.json").write_text(json.dumps(run.submitted))
     result = {"prompt": PROMPT, "stdout": run.stdout, "returncode": run.returncode,

@@ -237,6 +237,10 @@ def system_args() -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
+    # /etc itself made readable first: bubblewrap would otherwise create it 0700 for root,
+    # and a program running as the unprivileged uid could not reach the files bound in it
+    # (the loader's cache, the alternatives links that plink2, awk and which resolve through).
+    args += ["--perms", "0755", "--dir", "/etc"]
     for path in ETC_FILES:
         args += ["--ro-bind-try", path, path]
     return args

@@ -58,12 +58,12 @@ not as an ordinary turn-limit episode.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import re
 import secrets
-import shutil
 import sys
 import time
 import traceback
@@ -75,17 +75,26 @@ from .. import bundle
 from ..agents.base import Agent, EpisodeInfo, Observation
 from ..oracle import KINDS, Ledger, load_oracle
 from ..score import COMPONENT_KEYS, score_episode
+from ..score.work import PHENOTYPE_MAX_BYTES
 from . import prompt as prompt_mod
 from . import safejson
 from .limits import Limits
 from .sandbox import ISOLATION_MODES, Sandbox
-from .work import atomic_json, money, read_submission, safe_dir, safe_write, work_listing
+from . import safeio
+from .work import atomic_json, money, read_submission, work_listing
 
 BUDGETS = (0, 450_000, 2_000_000)
 DEFAULT_TURNS = 30
 DEFAULT_TIMEOUT = 300.0
 EPISODE_MARKER = ".drugtargetworld-episode"
 TRANSCRIPT_FORMAT = "drugtargetworld-transcript/1"
+
+#: Characters of a reply kept in the transcript (a longer one keeps its length and SHA-256).
+REPLY_CAP = 200_000
+#: Longest program run; a longer one is refused with a notice (the turn is used).
+MAX_PROGRAM_CHARS = 1_000_000
+#: Bytes of submission versions kept in ``<episode>/submissions/`` (past it, their SHA-256 only).
+SUBMISSIONS_KEEP_CAP = 256 * 1024 * 1024
 
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.S)
 _OPEN_FENCE = re.compile(r"```[^\n`]*\n")
@@ -120,6 +129,15 @@ def extract_code(reply: Any) -> tuple[Optional[str], str]:
     if "print(" in reply or "import" in reply:
         return reply, "whole"
     return None, "none"
+
+
+def _bounded_reply(reply: Any) -> dict:
+    """The transcript's record of a reply: a printable prefix, and when cut, the full length and hash."""
+    kept = safeio.bounded_text(reply, REPLY_CAP)
+    out = {"reply": kept["text"]}
+    if kept.get("truncated"):
+        out.update(reply_chars=kept["chars"], reply_sha256=kept["sha256"])
+    return out
 
 
 # ----------------------------------------------------------------------------- folders
@@ -174,12 +192,23 @@ def _prepare_episode_dir(out: Path, world: Path, overwrite: bool) -> None:
             raise EpisodeError(f"out={out}: inside the world's {forbidden.name}/ folder; choose a folder outside it")
     if _contains(out, world):
         raise EpisodeError(f"out={out}: contains the world folder {world}; choose a folder beside it")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise EpisodeError(f"out={out}: not a folder; choose a folder for the episode")
     if out.exists() and any(out.iterdir()):
         if not overwrite:
             raise EpisodeError(f"out={out}: already holds an episode; pass overwrite=true to replace it")
-        if not (out / EPISODE_MARKER).exists():
+        if not (out / EPISODE_MARKER).is_file():
             raise EpisodeError(f"out={out}: not empty and not an episode folder; refusing to delete it")
-        shutil.rmtree(out)
+        # Moved aside in one step, then removed without following links or recursing: an old
+        # episode's WORK may hold anything its agent planted, and a failed removal leaves the
+        # old episode whole under the aside name rather than half-deleted.
+        aside = out.with_name(f".{out.name}.replaced-{secrets.token_hex(4)}")
+        os.rename(out, aside)
+        try:
+            safeio.remove_tree(aside)
+        except OSError as error:
+            print(f"pipeline.harness: warning: the replaced episode could not be removed ({error}); it is at {aside}",
+                  file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     (out / EPISODE_MARKER).write_text("drugtargetworld episode folder; safe to delete\n")
 
@@ -254,6 +283,7 @@ class Episode:
         self.transcript_path = self.dir / "transcript.json"
         self.turns: list[dict] = []
         self.latest: Optional[_Submission] = None
+        self._kept_bytes = 0
         self.final: Optional[_Submission] = None
         self.exit_reason: Optional[str] = None
         self.exit_detail: Optional[str] = None
@@ -263,16 +293,14 @@ class Episode:
         # in /proc/self/mountinfo) and moves into the episode folder at the end.
         try:
             self.sandbox = Sandbox(
-                self.release, None, self.dir.parent / ".sandboxes",
-                protected=[self.sealed, self.dir, self.world], isolation=isolation,
+                self.release, protected=[self.sealed, self.dir, self.world], isolation=isolation,
                 limits=limits, timeout_hint=self.timeout,
             )
         except Exception:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            safeio.remove_tree(self.dir)
             raise
         self.work = self.sandbox.work
-        (self.work / "experiments").mkdir()
-        self.sandbox.own(self.work)
+        safeio.make_dir(self.work, "experiments", owner=self.sandbox.uid)
         os.symlink(self.work, self.dir / "work")
         self.ready_seen = False
         self.header: dict = {
@@ -310,18 +338,15 @@ class Episode:
 
     def _process_requests(self, requests: list, turn: int, malformed: list = ()) -> tuple[list, list]:
         delivered, refused = [], []
-        folder = None
         for item in malformed:
             self.ledger.refuse_malformed(turn, item["reason"])
             refused.append({"kind": None, "protein": None, "reason": f"{item['reason']}: {item['excerpt']}"})
         for item in requests:
             payload = self.ledger.request(item.get("kind"), item.get("protein"), turn)
             if payload.get("status") == "ok":
-                if folder is None:
-                    folder = safe_dir(self.work, "experiments")
-                    self.sandbox.own(folder)
                 name = f"{payload['protein']}.{payload['action']}.json"
-                safe_write(folder, name, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+                safeio.write_file(self.work, f"experiments/{name}",
+                                  (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode(), owner=self.sandbox.uid)
                 delivered.append({"kind": payload["action"], "protein": payload["protein"],
                                   "cost": self.costs[payload["action"]], "path": f"experiments/{name}"})
             else:
@@ -339,7 +364,13 @@ class Episode:
             self.latest = _Submission(parsed, raw, turn, "provisional")
             folder = self.dir / "submissions"
             folder.mkdir(exist_ok=True)
-            (folder / f"turn_{turn:02d}.json").write_bytes(raw)
+            if self._kept_bytes + len(raw) <= SUBMISSIONS_KEEP_CAP:
+                (folder / f"turn_{turn:02d}.json").write_bytes(raw)
+                self._kept_bytes += len(raw)
+            else:  # the copies the harness keeps have a cap of their own
+                (folder / f"turn_{turn:02d}.sha256").write_text(
+                    f"{hashlib.sha256(raw).hexdigest()}  {len(raw)} bytes (not kept: past the "
+                    f"{SUBMISSIONS_KEEP_CAP // 2**20} MiB kept for submission versions)\n")
         return "parsed"
 
     def _observation_text(self, turn: int, run, delivered, refused, dropped, listing, sub_status, submitted) -> str:
@@ -401,81 +432,104 @@ class Episode:
             try:
                 reply = self.agent.act(observation)
             except Exception as error:
-                record.update(policy_error=f"{type(error).__name__}: {error}",
+                record.update(policy_error=safeio.printable(f"{type(error).__name__}: {error}", 4000),
                               timings={"policy_s": time.monotonic() - t0})
                 self.turns.append(record)
                 self.exit_reason, self.exit_detail = "policy_error", record["policy_error"]
                 return
-            policy_s = time.monotonic() - t0
-            code, how = extract_code(reply)
-            record.update(reply=reply if isinstance(reply, str) else repr(reply), code=code, code_source=how)
-            left = self.max_turns - turn
-            if code is None:
-                text = f"Turn {turn} of {self.max_turns}. {prompt_mod.FORMAT_HINT}\nBudget remaining: {money(self.ledger.remaining)}. Turns remaining: {left}."
-                observation = Observation(turn=turn + 1, text=text, kind="no_code", turns_remaining=left,
-                                          budget_remaining=self.ledger.remaining)
-                record.update(observation=text, timings={"policy_s": policy_s, "run_s": 0.0})
-                self.turns.append(record)
-                self._save_transcript()
-                self._report(f"turn {turn}/{self.max_turns}: no code in the reply")
-                continue
-
-            run = self.sandbox.run(code, self.timeout)
-            t1 = time.monotonic()
-            if run.ready:
-                self.ready_seen = True
-            elif not self.ready_seen:
-                # The prelude never reached the agent's code: the sandbox (or the
-                # interpreter in it) is broken, which no reply can fix.
-                detail = (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1]
-                record.update(status="sandbox_failure", returncode=run.returncode, stderr=run.stderr[-4000:],
-                              timings={"policy_s": policy_s, "run_s": run.duration})
-                self.turns.append(record)
-                self._save_transcript()
-                self.exit_reason = "sandbox_failure"
-                self.exit_detail = f"the agent's program never started in the sandbox: {safejson.excerpt(detail, 300)}"
+            try:
+                observation = self._turn(turn, reply, record, time.monotonic() - t0)
+            except Exception:
+                # The harness's own failure on this turn (never the agent's code, which runs
+                # elsewhere): recorded with the turn, and the episode ends scored from WORK.
+                record["harness_error"] = traceback.format_exc()[-8000:]
+                if record not in self.turns:
+                    self.turns.append(record)
+                self.exit_reason = "harness_error"
+                self.exit_detail = record["harness_error"].strip().splitlines()[-1]
+                try:
+                    self._save_transcript()
+                except Exception:
+                    pass
                 return
-            delivered, refused = self._process_requests(run.requests, turn, run.refused)
-            submitted = run.submitted is not None
-            if submitted:
-                raw = json.dumps(run.submitted, sort_keys=True).encode()
-                self.final = _Submission(run.submitted, raw, turn, "submit()")
-            sub_status = self._track_submission(turn)
-            if run.submit_error:
-                sub_status += f" (submit() not accepted: {run.submit_error})"
-            listing = work_listing(self.work)
-            status = "timeout" if run.timed_out else ("ran" if run.returncode == 0 else "failed")
-            text = self._observation_text(turn, run, delivered, refused, run.requests_dropped, listing,
-                                          sub_status, submitted)
-            observation = Observation(
-                turn=turn + 1, text=text, kind="result", turns_remaining=left, budget_remaining=self.ledger.remaining,
-                code=code, status=status, returncode=run.returncode, stdout=run.stdout, stderr=run.stderr,
-                delivered=tuple(delivered), refused=tuple(refused), work_listing=tuple(listing),
-                submission_status=sub_status,
-            )
-            record.update(
-                observation=text, status=status, returncode=run.returncode,
-                output_chars={"stdout": run.stdout_chars, "stderr": run.stderr_chars},
-                experiments={"requested": run.requests, "dropped": run.requests_dropped,
-                             "delivered": delivered, "refused": refused},
-                submission=sub_status, submitted=submitted,
-                timings={"policy_s": policy_s, "run_s": run.duration, "harness_s": time.monotonic() - t1},
-            )
-            self.turns.append(record)
-            self._save_transcript()
-            self._report(f"turn {turn}/{self.max_turns}: {status} ({run.duration:.1f} s)"
-                         + (f", {len(delivered)} experiment(s) delivered" if delivered else "")
-                         + (f", {len(refused)} refused" if refused else "")
-                         + f"; spent {money(self.ledger.spent)} of {money(self.budget)}"
-                         + ("; submitted" if submitted else ""))
-            if submitted:
-                self.exit_reason = "submitted"
-                return
-            if self.paper_compat and sub_status == "parsed":
-                self.final = self.latest
-                self.exit_reason = "submission_written"
+            if self.exit_reason is not None:
                 return
         self.exit_reason = "turn_limit"
+
+    def _turn(self, turn: int, reply: Any, record: dict, policy_s: float) -> Optional[Observation]:
+        """One turn after the policy replied: run its code, deliver, observe.  Sets ``exit_reason``
+        when the episode ends with this turn."""
+        code, how = extract_code(reply)
+        record.update(**_bounded_reply(reply), code=code, code_source=how)
+        left = self.max_turns - turn
+        if code is not None and len(code) > MAX_PROGRAM_CHARS:
+            record.update(code=code[:2000], code_chars=len(code))
+            code, how = None, "too_long"
+        if code is None:
+            hint = (f"Your program is {record['code_chars']:,} characters long; at most {MAX_PROGRAM_CHARS:,} run. "
+                    "Keep code in WORK between turns." if how == "too_long" else prompt_mod.FORMAT_HINT)
+            text = f"Turn {turn} of {self.max_turns}. {hint}\nBudget remaining: {money(self.ledger.remaining)}. Turns remaining: {left}."
+            record.update(observation=text, timings={"policy_s": policy_s, "run_s": 0.0})
+            self.turns.append(record)
+            self._save_transcript()
+            self._report(f"turn {turn}/{self.max_turns}: no code in the reply")
+            return Observation(turn=turn + 1, text=text, kind="no_code", turns_remaining=left,
+                               budget_remaining=self.ledger.remaining)
+
+        run = self.sandbox.run(code, self.timeout)
+        t1 = time.monotonic()
+        if run.ready:
+            self.ready_seen = True
+        elif not self.ready_seen:
+            # The prelude never reached the agent's code: the sandbox (or the
+            # interpreter in it) is broken, which no reply can fix.
+            detail = (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1]
+            record.update(status="sandbox_failure", returncode=run.returncode, stderr=run.stderr[-4000:],
+                          timings={"policy_s": policy_s, "run_s": run.duration})
+            self.turns.append(record)
+            self._save_transcript()
+            self.exit_reason = "sandbox_failure"
+            self.exit_detail = f"the agent's program never started in the sandbox: {safejson.excerpt(detail, 300)}"
+            return None
+        delivered, refused = self._process_requests(run.requests, turn, run.refused)
+        submitted = run.submitted is not None
+        if submitted:
+            raw = json.dumps(run.submitted, sort_keys=True).encode()
+            self.final = _Submission(run.submitted, raw, turn, "submit()")
+        sub_status = self._track_submission(turn)
+        if run.submit_error:
+            sub_status += f" (submit() not accepted: {run.submit_error})"
+        listing = work_listing(self.work)
+        status = "timeout" if run.timed_out else ("ran" if run.returncode == 0 else "failed")
+        text = self._observation_text(turn, run, delivered, refused, run.requests_dropped, listing,
+                                      sub_status, submitted)
+        observation = Observation(
+            turn=turn + 1, text=text, kind="result", turns_remaining=left, budget_remaining=self.ledger.remaining,
+            code=code, status=status, returncode=run.returncode, stdout=run.stdout, stderr=run.stderr,
+            delivered=tuple(delivered), refused=tuple(refused), work_listing=tuple(listing),
+            submission_status=sub_status,
+        )
+        record.update(
+            observation=text, status=status, returncode=run.returncode,
+            output_chars={"stdout": run.stdout_chars, "stderr": run.stderr_chars},
+            experiments={"requested": run.requests, "dropped": run.requests_dropped,
+                         "delivered": delivered, "refused": refused},
+            submission=sub_status, submitted=submitted,
+            timings={"policy_s": policy_s, "run_s": run.duration, "harness_s": time.monotonic() - t1},
+        )
+        self.turns.append(record)
+        self._save_transcript()
+        self._report(f"turn {turn}/{self.max_turns}: {status} ({run.duration:.1f} s)"
+                     + (f", {len(delivered)} experiment(s) delivered" if delivered else "")
+                     + (f", {len(refused)} refused" if refused else "")
+                     + f"; spent {money(self.ledger.spent)} of {money(self.budget)}"
+                     + ("; submitted" if submitted else ""))
+        if submitted:
+            self.exit_reason = "submitted"
+        elif self.paper_compat and sub_status == "parsed":
+            self.final = self.latest
+            self.exit_reason = "submission_written"
+        return observation
 
     # -- scoring
 
@@ -483,21 +537,19 @@ class Episode:
         chosen = self.final or self.latest
         current, _, _ = read_submission(self.work)
         if chosen is None or current == chosen.obj:
-            return score_episode(self.sealed, self.work, self.ledger_path), "work"
+            return score_episode(self.sealed, self.work, self.ledger_path, paper_compat=self.paper_compat), "work"
         # WORK's submission.json is not the one the exit rule picks (changed after
         # submit(), or broken after the last parseable version): score a copy.
         scored = self.dir / "scored"
-        if scored.exists():
-            shutil.rmtree(scored)
+        safeio.remove_tree(scored)
         scored.mkdir()
         (scored / "submission.json").write_bytes(json.dumps(chosen.obj).encode())
-        phenotype = self.work / "phenotype.csv"
-        if phenotype.is_symlink() or phenotype.is_file():
-            # A link stays a link, so the scorer's inside-WORK check still rejects it;
-            # anything else (a folder, a pipe) is no phenotype and is not copied.
-            shutil.copy2(phenotype, scored / "phenotype.csv", follow_symlinks=False)
+        # Only a regular file of WORK is a phenotype (a link, a folder or a pipe is none).
+        phenotype, _ = safeio.read_file(self.work, "phenotype.csv", PHENOTYPE_MAX_BYTES)
+        if phenotype is not None:
+            (scored / "phenotype.csv").write_bytes(phenotype)
         source = f"scored/ (submission from turn {chosen.turn} via {chosen.how}; WORK's phenotype.csv)"
-        return score_episode(self.sealed, scored, self.ledger_path), source
+        return score_episode(self.sealed, scored, self.ledger_path, paper_compat=self.paper_compat), source
 
     def _report(self, line: str) -> None:
         if self.progress is not None:

@@ -12,8 +12,8 @@ Two layers, both applied to every turn's program:
   alone bound each process, not their sum.
 
 The size of WORK and of the private ``/tmp`` are bounded too: ``/tmp`` and
-``/dev/shm`` are size-limited tmpfs mounts; WORK is measured while the
-program runs (``WorkWatch``) and the turn ends when it grows past its limit.
+``/dev/shm`` are size-limited tmpfs mounts; WORK is a file system of its own
+where the harness may mount one, and measured otherwise (``quota.py``).
 
 Exceeding any limit ends the turn with an observation that names the limit;
 it never ends the episode or touches the host.
@@ -24,7 +24,6 @@ import math
 import os
 import shutil
 import signal
-import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -76,6 +75,16 @@ class Limits:
         if cpu is None:
             cpu = int(math.ceil(timeout * _cpus())) + 10
         return replace(self, memory=memory, cpu_seconds=cpu)
+
+    def fit_disk(self, folder: Path) -> "Limits":
+        """A copy whose WORK limit is at most half the free space of ``folder``'s file system (where
+        WORK lives), so that no WORK limit can fill the host's disk."""
+        try:
+            st = os.statvfs(folder)
+        except OSError:
+            return self
+        free = st.f_bavail * st.f_frsize
+        return replace(self, work_size=max(64 * MiB, min(self.work_size, free // 2)))
 
     def validate(self) -> "Limits":
         for name in ("processes", "memory", "file_size", "work_size", "work_files", "tmp_size", "open_files"):
@@ -267,69 +276,6 @@ class CgroupJail:
                     time.sleep(0.05)
         self.paths = []
         self.available = False
-
-
-# ----------------------------------------------------------------------------- WORK size
-
-
-def tree_size(root: Path, cap_files: int = 1_000_000) -> tuple[int, int]:
-    """(bytes allocated on disk, entries) under ``root``; links not followed, sparse files count what they use.
-
-    Stops counting at ``cap_files`` entries (the count then reads cap_files + 1).
-    """
-    total, seen = 0, 0
-    stack = [str(root)]
-    while stack:
-        top = stack.pop()
-        try:
-            with os.scandir(top) as entries:
-                for entry in entries:
-                    seen += 1
-                    if seen > cap_files:
-                        return total, seen
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    total += st.st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-        except OSError:
-            continue
-    return total, seen
-
-
-class WorkWatch(threading.Thread):
-    """Polls WORK while a program runs; calls ``on_exceed`` once past ``limit`` bytes or ``max_files`` entries."""
-
-    def __init__(self, work: Path, limit: int, max_files: int, on_exceed, interval: float = 1.0):
-        super().__init__(daemon=True)
-        self.work, self.limit, self.max_files, self.on_exceed = work, limit, max_files, on_exceed
-        self.interval = interval
-        self.exceeded: Optional[int] = None  # bytes when the size limit was passed
-        self.too_many: Optional[int] = None  # entries when the count limit was passed
-        self._stop = threading.Event()
-
-    def run(self) -> None:
-        # A WORK already past a limit (an earlier turn was stopped) may shrink but not grow.
-        size, count = tree_size(self.work, self.max_files)
-        size_cap, count_cap = max(self.limit, size), max(self.max_files, count)
-        wait = self.interval
-        while not self._stop.wait(wait):
-            started = time.monotonic()
-            size, count = tree_size(self.work, count_cap)
-            if size > size_cap or count > count_cap:
-                if size > size_cap:
-                    self.exceeded = size
-                else:
-                    self.too_many = count
-                self.on_exceed()
-                return
-            # A very large WORK takes a while to walk: never spend more than a fifth of the time on it.
-            wait = max(self.interval, 4 * (time.monotonic() - started))
-
-    def stop(self) -> None:
-        self._stop.set()
 
 
 def have_prlimit() -> bool:

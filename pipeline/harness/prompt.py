@@ -113,6 +113,15 @@ def system_prompt(
               "says which), the episode goes on." if limits else "")
 
     if paper_compat:
+        scored_set = "a hidden random sample of participants (those you give a value)"
+    elif _has_images(release_dir):
+        scored_set = ("a hidden random sample of the imaged participants (covariates' imaged flag), the same "
+                      "participants the reference is computed on; one of them without a value counts at the mean of "
+                      "the values you gave, so leaving someone out is the same as giving them your mean")
+    else:
+        scored_set = ("a hidden random sample of all participants; one of them without a value counts at the mean of "
+                      "the values you gave, so leaving someone out is the same as giving them your mean")
+    if paper_compat:
         task = ("A small number of proteins causally drive cardiac disease in this cohort. Other proteins look "
                 "associated with it through confounding, reverse causation, selection into the imaged sub-cohort, "
                 "pleiotropy, or a measurement artifact.")
@@ -156,7 +165,7 @@ Proteins, transcripts and metabolites carry anonymous labels; nothing about a la
 Identify the proteins you can show to be causal drivers, and for each say whether a drug should inhibit or activate it.
 
 ## Your phenotype
-Build a participant-level measure of disease severity and write it to OUT_CSV with the columns subject_id and phenotype, e.g. pd.DataFrame({{"subject_id": ids, "phenotype": values}}).to_csv(OUT_CSV, index=False). It is scored by its absolute correlation with the hidden disease severity over a hidden random sample of participants (those you give a value), relative to a reference correlation you do not see: only the part above the reference earns credit, and falling short of it costs nothing more. No tool derives it for you.
+Build a participant-level measure of disease severity and write it to OUT_CSV with the columns subject_id and phenotype, e.g. pd.DataFrame({{"subject_id": ids, "phenotype": values}}).to_csv(OUT_CSV, index=False). It is scored by its absolute correlation with the hidden disease severity over {scored_set}, relative to a reference correlation you do not see: only the part above the reference earns credit, and falling short of it costs nothing more. No tool derives it for you.
 
 ## Experiments
   cell_perturbation  {cell}  in vitro, read at baseline: a noisy read of the disease readouts, no survival information, and effects that build up over years do not show
@@ -182,6 +191,13 @@ WORK/submission.json, a JSON object:
 
 ## Finishing
 {finishing}"""
+
+
+def _has_images(release_dir) -> bool:
+    from ..bundle import IMAGING, ZARR_SUFFIX
+
+    root = Path(release_dir)
+    return (root / IMAGING[0]).exists() or (root / (IMAGING[0] + ZARR_SUFFIX)).exists()
 
 
 def opening_message(paths: Mapping[str, str], *, isolated: bool, paper_compat: bool = False) -> str:

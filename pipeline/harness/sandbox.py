@@ -41,6 +41,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -50,7 +51,9 @@ from typing import Iterable, Optional
 
 from . import bwrap, safejson
 from .bwrap import SandboxUnavailable, project_paths
-from .limits import CgroupJail, Limits, WorkWatch
+from . import safeio
+from .limits import CgroupJail, Limits
+from .quota import WorkArea, WorkWatch
 from .staging import link_tree, staging_root
 
 RUNTIME_NAME = "dtw_runtime.py"
@@ -65,6 +68,8 @@ MAX_REQUESTS_PER_TURN = 100
 MAX_REQUEST_LINE = 4096  # bytes of one request line
 MAX_ID_CHARS = 64  # kind and protein identifiers
 SUBMIT_CAP = 64 * 1024 * 1024
+CHANNEL_FILE_CAP = SUBMIT_CAP  # bytes kept of one channel file (its head)
+CHANNEL_FILES_MAX = 32  # channel files read per run
 ISOLATION_MODES = ("auto", "require", "off")
 
 _HERE = Path(__file__).resolve().parent
@@ -88,6 +93,12 @@ class RunResult:
     submit_error: Optional[str] = None
     ready: bool = False  # the prelude reached the agent's code
     limit_notes: list = field(default_factory=list)  # limits this run ran into
+    #: What the prelude left in the channel: file name -> (its first CHANNEL_FILE_CAP bytes, whether cut).
+    #: Regular files at the channel's top level only; the channel is emptied after every run.
+    channel: dict = field(default_factory=dict)
+
+    def channel_file(self, name: str) -> tuple[Optional[bytes], bool]:
+        return self.channel.get(name, (None, False))
 
     @property
     def ok(self) -> bool:
@@ -180,8 +191,6 @@ class Sandbox:
     def __init__(
         self,
         release: os.PathLike | str,
-        work: Optional[os.PathLike | str],
-        state_dir: Optional[os.PathLike | str] = None,
         *,
         protected: Iterable[os.PathLike | str] = (),
         isolation: str = "auto",
@@ -196,10 +205,11 @@ class Sandbox:
         self.output_cap = output_cap
         self.limits = (limits or Limits()).validate().resolved(timeout_hint)
         self.protected = [Path(p).resolve() for p in protected] + project_paths()
-        self.state = staging_root(self.source_release, Path(state_dir) if state_dir else None) / f"dtw-{secrets.token_hex(8)}"
+        # Mount sources live under a neutral root the harness chooses (never beside the
+        # world or the episodes: /proc/self/mountinfo shows a bind's path on its file system).
+        self.state = staging_root(self.source_release) / f"dtw-{secrets.token_hex(8)}"
         self.state.mkdir(mode=0o711)
         self.lib = self.state / "lib"
-        self.channel = self.state / "channel"
         self.lib.mkdir(mode=0o755)
         if runtime is None:
             shutil.copyfile(_HERE / "runtime.py", self.lib / RUNTIME_NAME)
@@ -208,24 +218,32 @@ class Sandbox:
         shutil.copyfile(_HERE / "runner.py", self.lib / RUNNER_NAME)
         shutil.copyfile(_HERE.parent / "genotypes_io.py", self.lib / GENOTYPES_NAME)
         shutil.copyfile(_HERE.parent / "bundle.py", self.lib / BUNDLE_NAME)
-        self.work = Path(work).resolve() if work is not None else self.state / "work"
-        self.work.mkdir(parents=True, exist_ok=True)
         self.layout: Optional[bwrap.Layout] = None
         self.jail: Optional[CgroupJail] = None
+        self.area: Optional[WorkArea] = None
 
         self.isolated, self.reason = self._decide(isolation)
         if isolation == "require" and not self.isolated:
             self.close()
             raise SandboxUnavailable(f"isolation=require but the program cannot be isolated: {self.reason}")
-        if self.isolated:
-            self.release = self.state / "release"
-            self.staging = link_tree(self.source_release, self.release)
-        else:
-            self.release = self.source_release
-            self.staging = "none (not isolated)"
-        self.own(self.work)
-        self.jail = CgroupJail(self.limits.memory, self.limits.processes)
-        self.limits_reason = self.jail.reason
+        try:
+            uid = self.layout.uid if self.layout is not None else None
+            self.limits = self.limits.fit_disk(self.state)
+            self.area = WorkArea(self.state, self.limits.work_size, self.limits.work_files, owner=uid,
+                                 kernel=self.isolated and uid is not None)
+            self.work = self.area.path
+            self.channel = self.area.channel
+            if self.isolated:
+                self.release = self.state / "release"
+                self.staging = link_tree(self.source_release, self.release)
+            else:
+                self.release = self.source_release
+                self.staging = "none (not isolated)"
+            self.jail = CgroupJail(self.limits.memory, self.limits.processes)
+        except BaseException:
+            self.close()
+            raise
+        self.limits_reason = f"{self.jail.reason}; {self.area.reason}"
 
     # -- decisions
 
@@ -252,14 +270,12 @@ class Sandbox:
         """Hand ``path`` (and what is in it) to the sandbox uid, so the program can write there."""
         if self.layout is None or self.layout.uid is None:
             return
-        uid = self.layout.uid
-        for root, dirs, files in os.walk(path):
-            for name in [*dirs, *files]:
-                try:
-                    os.lchown(os.path.join(root, name), uid, uid)
-                except OSError:
-                    pass
-        os.lchown(path, uid, uid)
+        safeio.chown_tree(path, self.layout.uid)
+
+    @property
+    def uid(self) -> Optional[int]:
+        """The host uid agent programs run as when it is not the harness's own (a root harness)."""
+        return self.layout.uid if self.layout is not None else None
 
     @property
     def agent_paths(self) -> dict:
@@ -302,11 +318,9 @@ class Sandbox:
 
     def run(self, code: str, timeout: float) -> RunResult:
         """Run one program to completion or until ``timeout`` seconds, then kill its process tree."""
-        if self.channel.exists():
-            shutil.rmtree(self.channel)
-        self.channel.mkdir(mode=0o755)
-        self.own(self.channel)
-        (self.lib / PROGRAM_NAME).write_text(code, encoding="utf-8")
+        self._reset_channel()
+        (self.lib / PROGRAM_NAME).write_text(safeio.clean_code(code), encoding="utf-8")
+        turn_started = time.time()
         self.jail.events()
         cmd, env, bw = self._command()
         cwd = str(self.work) if not self.isolated else None
@@ -322,8 +336,10 @@ class Sandbox:
         out, err = _Capture(proc.stdout, self.output_cap), _Capture(proc.stderr, self.output_cap)
         out.start()
         err.start()
-        watch = WorkWatch(self.work, self.limits.work_size, self.limits.work_files, lambda: _kill_tree(proc))
-        watch.start()
+        watch = WorkWatch(self.area, self.limits.work_size, self.limits.work_files, lambda: _kill_tree(proc),
+                          pids=lambda: _tree_pids(proc))
+        if not self.area.kernel:
+            watch.start()
         timed_out = False
         try:
             proc.wait(timeout=timeout)
@@ -352,11 +368,18 @@ class Sandbox:
             returncode=None if timed_out else proc.returncode, timed_out=timed_out, duration=duration,
             stdout=stdout, stderr=stderr, stdout_chars=stdout_chars, stderr_chars=stderr_chars,
         )
-        self._limit_notes(result, watch)
+        self._capture_channel(result)
+        self._reset_channel()
         self._read_channel(result)
+        self._limit_notes(result, watch, self.area.enforce(turn_started))
         return result
 
-    def _limit_notes(self, result: RunResult, watch: WorkWatch) -> None:
+    def _reset_channel(self) -> None:
+        safeio.remove_tree(self.channel)
+        self.channel.mkdir(mode=0o755)
+        self.own(self.channel)
+
+    def _limit_notes(self, result: RunResult, watch: WorkWatch, enforced: list) -> None:
         notes = result.limit_notes
         events = self.jail.events()
         code = result.returncode
@@ -378,22 +401,35 @@ class Sandbox:
         if code == -signal.SIGXFSZ or "[Errno 27] File too large" in result.stderr:
             notes.append(f"a file grew past the per-file limit of {self.limits.file_size / 2**30:.3g} GiB")
         if "[Errno 28] No space left on device" in result.stderr:
-            notes.append(f"a disk filled up; the private /tmp and /dev/shm hold {self.limits.tmp_size / 2**30:.3g} GiB "
-                         "each (keep large files in WORK)")
+            notes.append(f"a disk filled up: WORK holds at most {self.limits.work_size / 2**30:.3g} GiB and "
+                         f"{self.limits.work_files:,} files, the private /tmp and /dev/shm "
+                         f"{self.limits.tmp_size / 2**30:.3g} GiB each")
         if code == -signal.SIGXCPU:
             notes.append(f"a process used its {self.limits.cpu_seconds} CPU-seconds")
+        notes.extend(enforced)
         for note in notes:
             result.stderr += f"\n[harness] limit: {note}."
 
+    def _capture_channel(self, result: RunResult) -> None:
+        """Copy what the prelude wrote into the channel, bounded, before the channel is reset."""
+        names = []
+        for entry in safeio.walk(self.channel, max_depth=1):
+            if stat.S_ISREG(entry.stat.st_mode) and len(names) < CHANNEL_FILES_MAX:
+                names.append(entry.rel)
+        for name in names:
+            raw, status = safeio.read_file(self.channel, name, CHANNEL_FILE_CAP)
+            if raw is not None:
+                result.channel[name] = (raw, False)
+            elif status.startswith("larger"):
+                head, _ = _head(self.channel / name, CHANNEL_FILE_CAP)
+                result.channel[name] = (head or b"", True)
+
     def _read_channel(self, result: RunResult) -> None:
-        result.ready = (self.channel / READY_NAME).is_file() and not (self.channel / READY_NAME).is_symlink()
-        requests_path = self.channel / "requests.jsonl"
-        if requests_path.is_file() and not requests_path.is_symlink():
-            with open(requests_path, "rb") as handle:
-                # Bounded read: the agent controls this file's size.
-                raw = handle.read(MAX_REQUESTS_PER_TURN * (MAX_REQUEST_LINE + 1) + 1)
-            lines = raw.split(b"\n")
-            for line in lines:
+        """The biobank prelude's records: the readiness mark, queued experiments, the submit() record."""
+        result.ready = READY_NAME in result.channel
+        raw, _ = result.channel_file("requests.jsonl")
+        if raw:
+            for line in raw[: MAX_REQUESTS_PER_TURN * (MAX_REQUEST_LINE + 1)].split(b"\n"):
                 if not line.strip():
                     continue
                 if len(result.requests) + len(result.refused) >= MAX_REQUESTS_PER_TURN:
@@ -404,39 +440,58 @@ class Sandbox:
                     result.requests.append(item)
                 else:
                     result.refused.append({"reason": problem, "excerpt": safejson.excerpt(line.decode("utf-8", "replace"), 60)})
-        submit_path = self.channel / "submit.json"
-        if submit_path.is_file() and not submit_path.is_symlink():
-            try:
-                with open(submit_path, "rb") as handle:
-                    parsed = safejson.loads(handle.read(SUBMIT_CAP + 1), max_bytes=SUBMIT_CAP)
-            except safejson.Refused as error:
-                result.submit_error = f"the submit() record was refused: {error}"
-                return
-            except OSError as error:
-                result.submit_error = f"the submit() record is unreadable ({type(error).__name__})"
-                return
-            if isinstance(parsed, dict):
-                result.submitted = parsed
-            else:
-                result.submit_error = "the submit() record is not a JSON object"
+        if "submit.json" not in result.channel:
+            return
+        raw, cut = result.channel_file("submit.json")
+        if cut:
+            result.submit_error = f"the submit() record was refused: larger than {SUBMIT_CAP} bytes"
+            return
+        try:
+            parsed = safejson.loads(raw, max_bytes=SUBMIT_CAP)
+        except safejson.Refused as error:
+            result.submit_error = f"the submit() record was refused: {error}"
+            return
+        if isinstance(parsed, dict):
+            result.submitted = parsed
+        else:
+            result.submit_error = "the submit() record is not a JSON object"
 
-    def close(self, keep_work: Optional[Path] = None) -> None:
-        """Remove the staging tree; with ``keep_work``, move WORK there first (the transcript keeps every program)."""
+    def close(self, keep_work: Optional[Path] = None) -> list[str]:
+        """Remove the staging tree; with ``keep_work``, move WORK there first (the transcript keeps every program).
+
+        Returns what of WORK was not kept (special files, folders past the depth limit).
+        """
+        skipped: list[str] = []
         if self.jail is not None:
             self.jail.close()
-        if keep_work is not None and bwrap.contains(self.state, self.work) and self.work.exists():
-            keep_work = Path(keep_work)
-            if keep_work.is_symlink():
-                keep_work.unlink()
-            try:
-                os.rename(self.work, keep_work)
-            except OSError:
-                shutil.copytree(self.work, keep_work, symlinks=True)
-        shutil.rmtree(self.state, ignore_errors=True)
         try:
-            self.state.parent.rmdir()  # the shared staging root, once no sandbox uses it
-        except OSError:
-            pass
+            if self.area is not None:
+                skipped = self.area.close(keep_work)
+        finally:
+            safeio.remove_tree(self.state)
+        return skipped
+
+
+def _head(path: Path, cap: int) -> tuple[Optional[bytes], str]:
+    """The first ``cap`` bytes of an over-long regular channel file (it is the agent's own; reading
+    the head of it is what a bounded read of the prelude's queue means)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        return None, type(error).__name__
+    try:
+        return os.read(fd, cap), "ok"
+    finally:
+        os.close(fd)
+
+
+def _tree_pids(proc: subprocess.Popen) -> list[int]:
+    try:
+        import psutil
+
+        return [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+    except Exception:  # psutil missing, or the process already gone
+        return [proc.pid]
 
 
 def _parse_request(line: bytes) -> tuple[Optional[dict], Optional[str]]:

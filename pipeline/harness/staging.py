@@ -13,28 +13,62 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Optional
 
-def staging_root(release: Path, preferred: Optional[Path]) -> Path:
-    """A neutral folder for this sandbox's mount sources, on the release's filesystem when possible."""
-    candidates = [preferred] if preferred is not None else []
-    candidates += [release.parent.parent / ".dtw-sandboxes", Path(tempfile.gettempdir()) / "dtw-sandboxes"]
+#: The staging folder's name under each candidate root: neutral, the same for every world.
+STAGING_NAME = "dtw-sandboxes"
+
+
+def _mount_point(path: Path) -> Path:
+    path = path.resolve()
+    while not os.path.ismount(path) and path.parent != path:
+        path = path.parent
+    return path
+
+
+def candidates(release: Path) -> list[Path]:
+    """Neutral folders for the staging tree, best first: the root of the release's file system,
+    then the system's temporary folders and the user's cache (none named by the user or a script)."""
+    out = [_mount_point(release) / f".{STAGING_NAME}"]
+    for base in ("/var/tmp", tempfile.gettempdir(), "/tmp"):
+        out.append(Path(base) / STAGING_NAME)
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if home and os.path.isabs(home):
+        out.append(Path(home) / STAGING_NAME)
+    return list(dict.fromkeys(out))
+
+
+def staging_root(release: Path) -> Path:
+    """A neutral folder for this sandbox's mount sources, on the release's file system when possible.
+
+    A bind mount shows in ``/proc/self/mountinfo`` as its path on its file
+    system, so the staging tree (the release's hard links, WORK, the prelude)
+    sits under a folder no user or script chose: the file system's root, the
+    system temporary folders or the user's cache.  Hard links need the
+    release's own file system; where none of these folders is on it, the
+    tree is copied (``link_tree`` says which).
+    """
     try:
         device = release.stat().st_dev
     except OSError:
         device = None
     usable = []
-    for candidate in candidates:
+    for candidate in candidates(release):
         try:
-            candidate.mkdir(parents=True, exist_ok=True)
-            os.chmod(candidate, 0o711)
+            candidate.mkdir(mode=0o711, parents=False, exist_ok=True)
+            st = candidate.lstat()
+            if not stat.S_ISDIR(st.st_mode) or (st.st_uid != os.geteuid() and st.st_uid != 0):
+                continue  # a link or a folder someone else made: not ours to trust
+            if st.st_uid == os.geteuid():
+                os.chmod(candidate, 0o711)
+            if not os.access(candidate, os.W_OK | os.X_OK):
+                continue
             usable.append(candidate)
-            if candidate.stat().st_dev == device:
+            if st.st_dev == device:
                 return candidate
         except OSError:
             continue
     if not usable:
-        raise OSError(f"no writable folder for the sandbox's staging among {', '.join(map(str, candidates))}")
+        raise OSError(f"no writable folder for the sandbox's staging among {', '.join(map(str, candidates(release)))}")
     return usable[0]
 
 

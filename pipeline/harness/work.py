@@ -1,14 +1,14 @@
-"""The agent's WORK folder as the episode harness reads and writes it: paths kept
-inside it (no symlink escapes), the submission read with a cap, a capped listing,
-and atomic JSON writes."""
+"""The agent's WORK folder as the episode harness reads it: the submission read with a cap
+and without following links, a capped listing with escaped names, and atomic JSON
+writes of the harness's own records.  Writes into WORK go through ``safeio``."""
 from __future__ import annotations
 
 import os
-import shutil
+import stat
 from pathlib import Path
 from typing import Any, Optional
 
-from . import safejson
+from . import safeio, safejson
 
 LISTING_CAP = 200
 SUBMISSION_READ_CAP = 64 * 1024 * 1024
@@ -21,45 +21,17 @@ def is_inside(path: Path, root: Path) -> bool:
         return False
 
 
-def safe_dir(work: Path, name: str) -> Path:
-    """WORK/<name> as a real folder: an agent may have replaced it with a link or a file."""
-    folder = work / name
-    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-        folder.unlink()
-    folder.mkdir(exist_ok=True)
-    return folder
-
-
-def safe_write(folder: Path, name: str, data: bytes) -> Path:
-    """Create ``folder/name`` afresh, never writing through a link the agent planted."""
-    target = folder / name
-    if target.is_symlink() or target.exists():
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        else:
-            target.unlink()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    return target
-
-
 def read_submission(work: Path) -> tuple[Optional[dict], Optional[bytes], str]:
-    """(parsed object, raw bytes, status) of WORK/submission.json."""
-    path = work / "submission.json"
-    if not path.exists() and not path.is_symlink():
-        return None, None, "absent"
-    if path.is_symlink() or not path.is_file() or not is_inside(path, work):
-        return None, None, "not a regular file in WORK (ignored)"
-    try:
-        if path.stat().st_size > SUBMISSION_READ_CAP:
+    """(parsed object, raw bytes, status) of WORK/submission.json (a regular file, no link followed)."""
+    raw, status = safeio.read_file(work, "submission.json", SUBMISSION_READ_CAP)
+    if raw is None:
+        if status == "absent":
+            return None, None, "absent"
+        if status.startswith("larger"):
             return None, None, f"larger than {SUBMISSION_READ_CAP // (1024 * 1024)} MB (ignored)"
-        with open(path, "rb") as handle:
-            raw = handle.read(SUBMISSION_READ_CAP + 1)
-    except OSError as error:
-        return None, None, f"unreadable ({type(error).__name__})"
-    if len(raw) > SUBMISSION_READ_CAP:
-        return None, None, f"larger than {SUBMISSION_READ_CAP // (1024 * 1024)} MB (ignored)"
+        if status.startswith("not a regular"):
+            return None, None, "not a regular file in WORK (ignored)"
+        return None, None, status
     try:
         parsed = safejson.loads(raw, max_bytes=SUBMISSION_READ_CAP)
     except safejson.Refused as error:
@@ -70,23 +42,22 @@ def read_submission(work: Path) -> tuple[Optional[dict], Optional[bytes], str]:
 
 
 def work_listing(work: Path, cap: int = LISTING_CAP) -> list[str]:
+    """WORK's files, one line each (names escaped so that none can spoof a line), at most ``cap``."""
     entries: list[str] = []
     total = 0
-    for root, dirs, files in os.walk(work, followlinks=False):
-        dirs.sort()
-        rel_root = Path(root).relative_to(work)
-        for name in sorted(files):
-            total += 1
-            if len(entries) >= cap:
-                continue
-            path = Path(root) / name
-            try:
-                size = path.lstat().st_size
-            except OSError:
-                size = 0
-            entries.append(f"{(rel_root / name).as_posix()} ({human_size(size)})")
+    too_deep: list = []
+    for entry in safeio.walk(work, too_deep=too_deep):
+        if entry.is_dir:
+            continue
+        total += 1
+        if len(entries) >= cap:
+            continue
+        kind = "" if stat.S_ISREG(entry.stat.st_mode) else (" link" if stat.S_ISLNK(entry.stat.st_mode) else " special")
+        entries.append(f"{safeio.printable_name(entry.rel)} ({human_size(entry.stat.st_size)}{kind})")
     if total > cap:
         entries.append(f"... and {total - cap} more files")
+    if too_deep:
+        entries.append(f"... and folders deeper than {safeio.MAX_DEPTH} levels (not listed)")
     return entries
 
 
@@ -103,6 +74,7 @@ def money(value: float) -> str:
 
 
 def atomic_json(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` (a harness-only folder) through a temporary file and a rename."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(safejson.dumps_safe(data, indent=2), encoding="utf-8")
+    tmp.write_text(safejson.dumps_safe(data, indent=2), encoding="utf-8", errors="replace")
     os.replace(tmp, path)

@@ -27,13 +27,19 @@ def score(
     baseline_b: float | None,
     experiments: list[dict] | None,
     valid_proteins: set[str] | None,
+    *,
+    imaged: np.ndarray | None = None,
+    paper_compat: bool = False,
 ) -> dict:
     """Score one episode by Supplementary Methods S2.  Pure; never raises on agent input.
 
     ``submission`` is the parsed submission.json (None when absent or unparseable),
     ``phenotype`` the phenotype table as read, ``latent`` baseline L indexed by
     subject_id, ``eval_mask`` aligned to ``latent``'s order, ``experiments`` the
-    delivered experiments as ``{"kind", "protein"}``.
+    delivered experiments as ``{"kind", "protein"}``, ``imaged`` the world's imaged
+    participants aligned to ``latent`` (the phenotype is scored on the imaged participants
+    of the mask; None: a world without images, the whole mask), ``paper_compat`` S2.5's
+    own phenotype rule (the participants given a value).
     """
     notes = Notes()
     world = normalise_truth(truth, notes)
@@ -59,7 +65,8 @@ def score(
     s_confidence, confidence_rule = causal_confidence(null_world, pair_free, s_target, paired.credits)
     s_direction, direction_detail = intervention_direction(drivers, claims, paired, null_world, notes)
     safety = safety_penalty(surrogate, claims)
-    s_phenotype, phenotype_detail = score_phenotype(phenotype, latent, eval_mask, baseline_b, notes)
+    s_phenotype, phenotype_detail = score_phenotype(phenotype, latent, eval_mask, baseline_b, notes,
+                                                    imaged=imaged, paper_compat=paper_compat)
 
     components = {
         "target_identification": s_target,
@@ -72,6 +79,7 @@ def score(
     unclipped = sum(components.values()) + penalty
     details = {
         "world_id": world["world_id"],
+        "paper_compat": bool(paper_compat),
         "null_world": null_world,
         "pair_free": pair_free,
         "submission": {"status": claims.status, "confidence": claims.confidence,

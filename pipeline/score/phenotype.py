@@ -1,5 +1,16 @@
-"""Phenotype construction (S2.5): the submitted phenotype aligned by subject ID with the
-sealed latent severity on the evaluation mask, |r| against the frozen baseline b."""
+"""Phenotype construction (S2.5, with this project's fix): the submitted phenotype aligned by
+subject ID with the sealed latent severity, |r| against the frozen baseline b.
+
+The set correlated over is fixed by the world, not by the agent: the imaged participants
+of the evaluation mask, the very set on which b is computed (``pipeline.graph.imaging.
+baseline_record``).  A participant of that set without a finite submitted value takes the
+mean of the finite submitted values in the set (at least 51 of them, as S2.5 requires),
+so leaving a participant out scores exactly like submitting one's mean for them, and r and
+b compare the same people.  S2.5 itself correlated over the participants given a value,
+which rewards submitting only the tails of one's own phenotype; ``paper_compat`` restores
+that rule.  A world built without images has no imaged set (and no b): its whole
+evaluation mask is the set.
+"""
 from __future__ import annotations
 
 import math
@@ -101,9 +112,14 @@ def _baseline(baseline_b: Any) -> float | None:
         return None
 
 
-def score_phenotype(phenotype: Any, latent: Any, eval_mask: Any, baseline_b: Any, notes: Notes) -> tuple[float, dict]:
+def score_phenotype(phenotype: Any, latent: Any, eval_mask: Any, baseline_b: Any, notes: Notes, *,
+                    imaged: Any = None, paper_compat: bool = False) -> tuple[float, dict]:
+    """Points for the phenotype and the details.  ``imaged`` is a boolean array aligned with
+    ``latent`` (the world's imaged participants) or None when the world has no images."""
     b = _baseline(baseline_b)
-    detail: dict[str, Any] = {"r": None, "n": 0, "b": b, "branch": None, "status": None}
+    detail: dict[str, Any] = {"r": None, "n": 0, "b": b, "branch": None, "status": None,
+                              "rule": "paper_compat: S2.5, the participants given a finite value" if paper_compat
+                              else "the imaged participants of the eval mask (b's set), missing values take the mean"}
 
     def zero(status: str) -> tuple[float, dict]:
         detail["status"] = status
@@ -132,13 +148,37 @@ def score_phenotype(phenotype: Any, latent: Any, eval_mask: Any, baseline_b: Any
     latent_ids = pd.Index([str(v) for v in latent.index.tolist()], dtype=object)
     latent_values = np.asarray(pd.to_numeric(latent, errors="coerce"), dtype=np.float64)
     submitted = np.asarray(values.reindex(latent_ids), dtype=np.float64)
-    keep = mask & np.isfinite(submitted) & np.isfinite(latent_values)
-    n = int(keep.sum())
-    detail["n"] = n
     detail["eval_mask_size"] = int(mask.sum())
-    if n < PHENOTYPE_MIN_FINITE:
-        return zero(f"{n} finite value(s) on the evaluation mask; at least {PHENOTYPE_MIN_FINITE} required")
-    x, y = submitted[keep], latent_values[keep]
+    if paper_compat:
+        keep = mask & np.isfinite(submitted) & np.isfinite(latent_values)
+        n = int(keep.sum())
+        detail["n"] = n
+        if n < PHENOTYPE_MIN_FINITE:
+            return zero(f"{n} finite value(s) on the evaluation mask; at least {PHENOTYPE_MIN_FINITE} required")
+        x, y = submitted[keep], latent_values[keep]
+    else:
+        if imaged is not None:
+            scoring = mask & np.asarray(imaged, dtype=bool) & np.isfinite(latent_values)
+            detail["set"] = "imaged participants of the eval mask"
+        else:
+            scoring = mask & np.isfinite(latent_values)
+            detail["set"] = "the eval mask (this world has no images, hence no imaged set)"
+        x = submitted[scoring]
+        finite = np.isfinite(x)
+        n_finite = int(finite.sum())
+        detail.update(n=n_finite, n_set=int(scoring.sum()), n_imputed=int(scoring.sum()) - n_finite)
+        if n_finite < PHENOTYPE_MIN_FINITE:
+            return zero(f"{n_finite} finite value(s) among the {int(scoring.sum())} participants scored; "
+                        f"at least {PHENOTYPE_MIN_FINITE} required")
+        with np.errstate(all="ignore"):
+            fill = float(np.mean(x[finite] / np.max(np.abs(x[finite])))) * float(np.max(np.abs(x[finite])))
+        if not math.isfinite(fill):
+            fill = float(np.median(x[finite]))
+        x = np.where(finite, x, fill)
+        y = latent_values[scoring]
+        if detail["n_imputed"]:
+            notes.interpret(f"phenotype: {detail['n_imputed']} participant(s) of the scored set without a finite "
+                            "value took the mean of the submitted values")
     if np.all(x == x[0]):
         return zero("submitted phenotype has zero variance on the evaluation mask")
     with np.errstate(all="ignore"):

@@ -55,6 +55,32 @@ def load_eval_mask(sealed: Path, io: dict) -> np.ndarray | None:
         return None
 
 
+def load_imaged(sealed: Path, latent: pd.Series | None, io: dict) -> np.ndarray | None:
+    """The world's imaged participants, aligned with ``latent``: the rows of the baseline
+    pipeline's measurements (``imaging_features.parquet``), the set b is computed on.  None
+    for a world built without images (no such file)."""
+    if latent is None:
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        path = bundle.sealed_path(sealed, bundle.IMAGING_FEATURES)
+        if not Path(path).is_file():
+            io["imaged_source"] = "no imaging_features.parquet (a world without images): the whole eval mask is scored"
+            return None
+        index = pq.read_table(path, columns=[]).to_pandas().index
+        if "subject_id" not in (index.name or ""):
+            table = pq.read_table(path).to_pandas()
+            index = table.index if table.index.name == "subject_id" else pd.Index(table.get("subject_id", []))
+    except Exception as error:  # pyarrow raises many types for a damaged file
+        io.setdefault("warnings", []).append(f"sealed {bundle.IMAGING_FEATURES} unreadable ({_name(error)}); "
+                                             "the whole eval mask is scored")
+        return None
+    io["imaged_source"] = f"{bundle.IMAGING_FEATURES} ({len(index)} imaged participants)"
+    ids = set(str(v) for v in index.tolist())
+    return np.fromiter((str(v) in ids for v in latent.index.tolist()), dtype=bool, count=len(latent))
+
+
 def load_baseline(sealed: Path, io: dict) -> float | None:
     try:
         value = bundle.read_sealed(sealed, bundle.PHENOTYPE_BASELINE).get("built_in_correlation")

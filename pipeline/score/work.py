@@ -1,6 +1,6 @@
 """What the agent left in its work folder, read defensively: ``submission.json``,
-``phenotype.csv`` and, without a ledger, ``experiments/*.json``; and the harness's
-ledger of deliveries.  Every reader caps its input (the agent controls these files, and
+``phenotype.csv``; and the harness's ledger of deliveries (without it no experiment
+earns credit: the work folder's ``experiments/`` files are the agent's to write).  Every reader caps its input (the agent controls these files, and
 a sparse file costs it no disk) and turns any problem into a note, never an exception."""
 from __future__ import annotations
 
@@ -19,8 +19,6 @@ EXPERIMENTS = "experiments"
 SUBMISSION_MAX_BYTES = 64 * 1024 * 1024
 PHENOTYPE_MAX_BYTES = 64 * 1024 * 1024  # a 500,000-participant phenotype is ~20 MB
 PHENOTYPE_MAX_ROWS = 2_000_000
-EXPERIMENT_FILES_MAX = 10_000
-EXPERIMENT_FILE_MAX_BYTES = 1024 * 1024
 
 
 class InputTooLarge(ValueError):
@@ -124,31 +122,15 @@ def load_experiments(work: Path, ledger: Path | None, io: dict) -> list[dict]:
             io.setdefault("warnings", []).append(f"ledger: {bad} malformed line(s) skipped")
         return delivered
 
-    io["experiments_source"] = (
-        "work folder <work>/experiments/*.json with status 'ok' (no ledger given: agent-writable, not authoritative)"
-    )
+    # SPEC section 7: which experiments were delivered is read from the harness's ledger, never
+    # from files the agent could write; without one no experiment earns credit.
+    io["experiments_source"] = "none: no ledger given, so no experiment earns credit"
     folder = work / EXPERIMENTS
-    delivered = []
     try:
-        paths = sorted(folder.glob("*.json")) if folder.is_dir() and inside(folder, work) else []
+        present = folder.is_dir() and not folder.is_symlink() and any(folder.glob("*.json"))
     except OSError:
-        paths = []
-    if len(paths) > EXPERIMENT_FILES_MAX:
-        io.setdefault("warnings", []).append(
-            f"experiments folder: {len(paths)} files; only the first {EXPERIMENT_FILES_MAX} are read")
-        paths = paths[:EXPERIMENT_FILES_MAX]
-    for path in paths:
-        if not inside(path, work) or not path.is_file():
-            continue
-        try:
-            payload = read_json(path, EXPERIMENT_FILE_MAX_BYTES)
-        except (OSError, ValueError, RecursionError, UnicodeDecodeError):
-            continue
-        if not isinstance(payload, dict) or payload.get("status") != "ok":
-            continue
-        # The harness names files <protein>.<kind>.json; the payload's own fields win.
-        stem_parts = path.name[: -len(".json")].rsplit(".", 1)
-        protein = payload.get("protein", stem_parts[0])
-        kind = payload.get("action", stem_parts[1] if len(stem_parts) == 2 else None)
-        delivered.append({"kind": kind, "protein": protein})
-    return delivered
+        present = False
+    io.setdefault("warnings", []).append(
+        "no ledger given (--ledger <episode>/ledger.jsonl): experiment-based credit is zero"
+        + (f"; the {EXPERIMENTS}/ files in the work folder are the agent's to write and are not counted" if present else ""))
+    return []

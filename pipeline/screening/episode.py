@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import sys
 import time
 import traceback
@@ -35,7 +34,8 @@ from typing import Optional
 from ..agents.base import Agent, EpisodeInfo, Observation
 from ..harness import sandbox as sandbox_mod
 from .. import bundle
-from ..harness.episode import EpisodeError, _prepare_episode_dir, extract_code
+from ..harness import safeio, safejson
+from ..harness.episode import MAX_PROGRAM_CHARS, EpisodeError, _bounded_reply, _prepare_episode_dir, extract_code
 from ..harness.work import work_listing
 from . import prompt as prompt_mod
 from .bundle import ORACLE, is_screening_world
@@ -62,20 +62,18 @@ def runtime_text() -> str:
     return f"import sys; sys.path[:0] = [d for d in {dirs!r} if d not in sys.path]\n" + RUNTIME.read_text(encoding="utf-8")
 
 
-def _read_batches(path: Path) -> tuple[list, int]:
-    """Queued batches from a channel file (bounded; malformed lines are counted, not trusted)."""
-    if not path.is_file() or path.is_symlink():
+def _read_batches(raw: Optional[bytes], cut: bool) -> tuple[list, int]:
+    """Queued batches from a channel file's bytes (bounded; malformed lines are counted, not trusted)."""
+    if not raw:
         return [], 0
-    with open(path, "rb") as handle:
-        raw = handle.read(CHANNEL_READ_CAP + 1)
-    dropped = 1 if len(raw) > CHANNEL_READ_CAP else 0
+    dropped = 1 if cut else 0
     batches = []
     for line in raw[:CHANNEL_READ_CAP].decode("utf-8", errors="replace").splitlines():
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except ValueError:
+            item = safejson.loads(line.encode("utf-8", "replace"), max_bytes=CHANNEL_READ_CAP, max_string=256)
+        except safejson.Refused:
             dropped += 1
             continue
         if not isinstance(item, dict) or not isinstance(item.get("ids"), list) or len(batches) >= MAX_BATCHES_PER_TURN:
@@ -90,7 +88,7 @@ class ScreeningEpisode:
 
     def __init__(self, world_dir, agent: Agent, *, agent_name: Optional[str] = None, out=None, mode: str = "limited",
                  max_turns: Optional[int] = None, timeout: Optional[float] = None, isolation: Optional[str] = None,
-                 overwrite: bool = False, clock_hours: Optional[float] = None):
+                 overwrite: bool = False, clock_hours: Optional[float] = None, limits=None):
         if mode not in MODES:
             raise EpisodeError(f"mode={mode!r}: invalid; valid: {', '.join(MODES)}")
         self.world = Path(world_dir).resolve()
@@ -111,8 +109,6 @@ class ScreeningEpisode:
         self.agent_name = agent_name or getattr(agent, "name", type(agent).__name__)
         self.dir = Path(out).resolve() if out is not None else self.world.parent / "episodes" / self.world_id / f"{self.agent_name}-{mode}"
         _prepare_episode_dir(self.dir, self.world, overwrite)
-        self.work = self.dir / "work"
-        self.work.mkdir()
         self.ledger_path = self.dir / "ledger.jsonl"
         self.transcript_path = self.dir / "transcript.json"
         if isolation is None:  # as the biobank harness: "auto" for the project's own strategies, else "require"
@@ -120,13 +116,22 @@ class ScreeningEpisode:
 
             isolation = "auto" if is_reference_agent(agent) else "require"
         # a screening program gets this package's prelude (label requests, submissions) instead of the biobank one
-        self.sandbox = sandbox_mod.Sandbox(self.release, self.work, self.dir / "sandbox",
-                                           protected=[self.sealed, self.dir, self.world], isolation=isolation,
-                                           runtime=runtime_text())
+        try:
+            self.sandbox = sandbox_mod.Sandbox(self.release, protected=[self.sealed, self.dir, self.world],
+                                               isolation=isolation, runtime=runtime_text(), limits=limits,
+                                               timeout_hint=self.timeout)
+        except Exception:
+            safeio.remove_tree(self.dir)
+            raise
+        # WORK lives in the sandbox's neutral staging folder while the episode runs and moves
+        # into the episode folder at the end.
+        self.work = self.sandbox.work
+        os.symlink(self.work, self.dir / "work")
         self.turns: list = []
         self.delivered: dict = {}  # id -> (score, turn)
         self.results: list = []
         self.exit_reason: Optional[str] = None
+        self.exit_detail: Optional[str] = None
         self.started = time.monotonic()
 
     # -- helpers
@@ -139,12 +144,7 @@ class ScreeningEpisode:
         for name, data in (("labels.csv", "\n".join(lines) + "\n"),
                            ("submission_results.json", json.dumps(self.results, indent=1)),
                            ("status.json", json.dumps(self.status(turn), indent=1))):
-            target = self.work / name
-            if target.is_symlink() or target.is_dir():
-                shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
-            tmp = self.work / f".{name}.harness"
-            tmp.write_text(data, encoding="utf-8")
-            os.replace(tmp, target)
+            safeio.write_file(self.work, name, data, owner=self.sandbox.uid)
 
     def status(self, turn: int) -> dict:
         o = self.oracle
@@ -177,11 +177,10 @@ class ScreeningEpisode:
                            timeout=self.timeout, costs={"label": 1.0}, system_prompt=system, opening=opening,
                            paths=dict(self.sandbox.agent_paths), isolated=self.sandbox.isolated, paper_compat=False)
 
-    def _process(self, turn: int) -> tuple[list, list, int, bool]:
-        channel = self.sandbox.channel
-        label_batches, dropped_l = _read_batches(channel / "label_requests.jsonl")
-        sub_batches, dropped_s = _read_batches(channel / "submissions.jsonl")
-        finish = (channel / "finish.json").is_file()
+    def _process(self, turn: int, run) -> tuple[list, list, int, bool]:
+        label_batches, dropped_l = _read_batches(*run.channel_file("label_requests.jsonl"))
+        sub_batches, dropped_s = _read_batches(*run.channel_file("submissions.jsonl"))
+        finish = "finish.json" in run.channel
         label_notes, sub_notes = [], []
         for ids in label_batches:
             payload = self.oracle.request_labels(ids, turn)
@@ -195,11 +194,8 @@ class ScreeningEpisode:
         for ids in sub_batches:
             payload = self.oracle.submit(ids, turn)
             if payload["status"] == "ok":
-                folder = self.work / "submissions"
-                if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-                    folder.unlink()
-                folder.mkdir(exist_ok=True)
-                (folder / f"{payload['index']}.json").write_text(json.dumps({"ids": ids}))
+                safeio.write_file(self.work, f"submissions/{payload['index']}.json", json.dumps({"ids": ids}),
+                                  owner=self.sandbox.uid)
                 self.results.append({"index": payload["index"], "turn": turn, "size": payload["size"],
                                      "overlap": payload["overlap"], "score": payload["score"]})
                 sub_notes.append(f"submission {payload['index']}: {payload['overlap']} of the top {payload['top_k']:,} "
@@ -228,54 +224,77 @@ class ScreeningEpisode:
             try:
                 reply = self.agent.act(obs)
             except Exception as error:
-                record["policy_error"] = f"{type(error).__name__}: {error}"
+                record["policy_error"] = safeio.printable(f"{type(error).__name__}: {error}", 4000)
                 self.turns.append(record)
                 self.exit_reason = "policy_error"
                 return
-            code, how = extract_code(reply)
-            record.update(reply=reply if isinstance(reply, str) else repr(reply), code=code, code_source=how,
-                          policy_s=time.monotonic() - t0)
-            left = self.max_turns - turn
-            if code is None:
-                text = f"Turn {turn} of {self.max_turns}. {prompt_mod.FORMAT_HINT}"
-                obs = Observation(turn=turn + 1, text=text, kind="no_code", turns_remaining=left,
-                                  budget_remaining=float(self.oracle.remaining))
-                record["observation"] = text
-                self.turns.append(record)
-                continue
-            budget_s = self.timeout if self.clock_s is None else max(1.0, min(self.timeout, self.clock_left() or 1.0))
-            run = self.sandbox.run(code, budget_s)
-            label_notes, sub_notes, _, finish = self._process(turn)
-            self._write_state(turn)
-            status = "timeout" if run.timed_out else ("ran" if run.returncode == 0 else "failed")
-            head = {"ran": f"Your code ran ({run.duration:.1f} s).", "failed": f"Your code failed (exit status {run.returncode}).",
-                    "timeout": f"Your code exceeded the {budget_s:g} s limit and was stopped."}[status]
-            st = self.status(turn)
-            parts = [f"Turn {turn} of {self.max_turns}. {head}",
-                     "--- stdout ---\n" + (run.stdout.rstrip() or "(nothing printed)")]
-            if run.stderr.strip():
-                parts.append("--- stderr ---\n" + run.stderr.rstrip())
-            if label_notes or sub_notes:
-                parts.append("--- oracle ---\n" + "\n".join(label_notes + sub_notes))
-            parts.append("--- WORK ---\n" + "\n".join(work_listing(self.work)))
-            clock = "" if st["seconds_left"] is None else f" Time left: {st['seconds_left'] / 3600:.2f} h."
-            parts.append(f"--- status ---\nLabels remaining: {st['labels_remaining']:,}. Submissions left: "
-                         f"{st['submissions_left']}. Best so far: {st['best_score']:.1f} %. Turns remaining: {left}.{clock}")
-            text = "\n".join(parts)
-            obs = Observation(turn=turn + 1, text=text, kind="result", turns_remaining=left,
-                              budget_remaining=float(self.oracle.remaining), code=code, status=status,
-                              returncode=run.returncode, stdout=run.stdout, stderr=run.stderr,
-                              work_listing=tuple(work_listing(self.work)))
-            record.update(observation=text, status=status, run_s=run.duration, oracle=label_notes + sub_notes)
-            self.turns.append(record)
-            self._save_transcript()
-            if self.oracle.submissions_left == 0:
-                self.exit_reason = "submissions_used"
+            record["policy_s"] = time.monotonic() - t0
+            try:
+                obs = self._turn(turn, reply, record)
+            except Exception:
+                # The harness's own failure on this turn: recorded with it, the episode ends, scored.
+                record["harness_error"] = traceback.format_exc()[-8000:]
+                if record not in self.turns:
+                    self.turns.append(record)
+                self.exit_reason = "harness_error"
+                self.exit_detail = record["harness_error"].strip().splitlines()[-1]
+                try:
+                    self._save_transcript()
+                except Exception:
+                    pass
                 return
-            if finish:
-                self.exit_reason = "finished"
+            if self.exit_reason is not None:
                 return
         self.exit_reason = "turn_limit"
+
+    def _turn(self, turn: int, reply, record: dict) -> Observation:
+        code, how = extract_code(reply)
+        record.update(**_bounded_reply(reply), code=code, code_source=how)
+        left = self.max_turns - turn
+        if code is not None and len(code) > MAX_PROGRAM_CHARS:
+            record.update(code=code[:2000], code_chars=len(code))
+            code, how = None, "too_long"
+        if code is None:
+            hint = (f"Your program is {record['code_chars']:,} characters long; at most {MAX_PROGRAM_CHARS:,} run."
+                    if how == "too_long" else prompt_mod.FORMAT_HINT)
+            text = f"Turn {turn} of {self.max_turns}. {hint}"
+            record["observation"] = text
+            self.turns.append(record)
+            self._save_transcript()
+            return Observation(turn=turn + 1, text=text, kind="no_code", turns_remaining=left,
+                               budget_remaining=float(self.oracle.remaining))
+        budget_s = self.timeout if self.clock_s is None else max(1.0, min(self.timeout, self.clock_left() or 1.0))
+        run = self.sandbox.run(code, budget_s)
+        label_notes, sub_notes, _, finish = self._process(turn, run)
+        self._write_state(turn)
+        status = "timeout" if run.timed_out else ("ran" if run.returncode == 0 else "failed")
+        head = {"ran": f"Your code ran ({run.duration:.1f} s).", "failed": f"Your code failed (exit status {run.returncode}).",
+                "timeout": f"Your code exceeded the {budget_s:g} s limit and was stopped."}[status]
+        st = self.status(turn)
+        parts = [f"Turn {turn} of {self.max_turns}. {head}",
+                 "--- stdout ---\n" + (run.stdout.rstrip() or "(nothing printed)")]
+        if run.stderr.strip():
+            parts.append("--- stderr ---\n" + run.stderr.rstrip())
+        if label_notes or sub_notes:
+            parts.append("--- oracle ---\n" + "\n".join(label_notes + sub_notes))
+        listing = work_listing(self.work)
+        parts.append("--- WORK ---\n" + "\n".join(listing))
+        clock = "" if st["seconds_left"] is None else f" Time left: {st['seconds_left'] / 3600:.2f} h."
+        parts.append(f"--- status ---\nLabels remaining: {st['labels_remaining']:,}. Submissions left: "
+                     f"{st['submissions_left']}. Best so far: {st['best_score']:.1f} %. Turns remaining: {left}.{clock}")
+        text = "\n".join(parts)
+        obs = Observation(turn=turn + 1, text=text, kind="result", turns_remaining=left,
+                          budget_remaining=float(self.oracle.remaining), code=code, status=status,
+                          returncode=run.returncode, stdout=run.stdout, stderr=run.stderr,
+                          work_listing=tuple(listing))
+        record.update(observation=text, status=status, run_s=run.duration, oracle=label_notes + sub_notes)
+        self.turns.append(record)
+        self._save_transcript()
+        if self.oracle.submissions_left == 0:
+            self.exit_reason = "submissions_used"
+        elif finish:
+            self.exit_reason = "finished"
+        return obs
 
     def run(self) -> dict:
         try:
@@ -290,12 +309,16 @@ class ScreeningEpisode:
                       "details": {"source": "runner crash", "warnings": [f"{type(error).__name__}: {error}"],
                                   "trace": traceback.format_exc()}}
         finally:
-            self.sandbox.close()
+            try:
+                self.sandbox.close(keep_work=self.dir / "work")
+            except Exception as error:
+                self.exit_detail = (self.exit_detail or "") + f"\nstaging cleanup failed: {type(error).__name__}: {error}"
         oracle = getattr(self, "oracle", None)
         result["isolated"] = bool(self.sandbox.isolated)
         result["isolation"] = self.sandbox.reason
         result["episode"] = {"world_id": self.world_id, "agent": self.agent_name, "mode": self.mode,
-                             "exit_reason": self.exit_reason, "turns_used": len(self.turns), "max_turns": self.max_turns,
+                             "exit_reason": self.exit_reason, "exit_detail": self.exit_detail,
+                             "turns_used": len(self.turns), "max_turns": self.max_turns,
                              "labels_used": oracle.used if oracle else 0, "budget": oracle.budget if oracle else None,
                              "episode_dir": str(self.dir), "wall_s": round(time.monotonic() - self.started, 3)}
         try:

@@ -24,7 +24,7 @@ import numpy as np
 from .bundle import read_sealed
 
 LEDGER_FORMAT = "screening-ledger/1"
-_ID = re.compile(r"^C(\d{6,7})$")
+_ID = re.compile(r"C([0-9]{6,7})")  # ASCII digits only, the whole string (fullmatch)
 NAMED_IN_REFUSAL = 5
 
 
@@ -32,7 +32,7 @@ def parse_ids(values: Iterable, n: int, width: int) -> tuple[np.ndarray, list]:
     """Row indices of conformation ids, and the ids that are not in the library."""
     rows, unknown = [], []
     for v in values:
-        m = _ID.match(v) if isinstance(v, str) else None
+        m = _ID.fullmatch(v) if isinstance(v, str) else None
         if m is None or len(m.group(1)) != width or int(m.group(1)) >= n:
             unknown.append(v if isinstance(v, str) else repr(v))
         else:
@@ -41,7 +41,8 @@ def parse_ids(values: Iterable, n: int, width: int) -> tuple[np.ndarray, list]:
 
 
 def _named(items: list) -> str:
-    shown = ", ".join(str(x)[:40] for x in items[:NAMED_IN_REFUSAL])
+    # Escaped: an id is the agent's text, and a refusal is shown in observations and written to WORK.
+    shown = ", ".join(str(x)[:40].encode("unicode_escape").decode("ascii") for x in items[:NAMED_IN_REFUSAL])
     more = f" and {len(items) - NAMED_IN_REFUSAL} more" if len(items) > NAMED_IN_REFUSAL else ""
     return shown + more
 
