@@ -103,3 +103,22 @@ def pytest_sessionstart(session):
         ok, reason = isolation_status()
         if not ok:
             pytest.exit(f"DTW_REQUIRE_ISOLATION=1 but the agent sandbox cannot isolate here: {reason}", returncode=3)
+
+
+@pytest.fixture(scope="session")
+def tiny_screening(tmp_path_factory):
+    """screening-01 at tiny scale with the smallest library (1,000 conformations): the episode
+    tests' screening world, built once per session."""
+    out = tmp_path_factory.mktemp("screening_tiny")
+    resolved = config.load(["world=screening-01", "scale=tiny", "cluster=sync", "world.conformations=1000",
+                            f"out={out}"])
+    build(resolved, progress=False)
+    return os.path.join(str(out), "screening-01")
+
+
+@pytest.fixture(params=["biobank", "screening"])
+def kind_world(request):
+    """(kind, world folder) for every world kind the episode harness serves."""
+    if request.param == "biobank":
+        return "biobank", request.getfixturevalue("tiny_world_noimaging")
+    return "screening", request.getfixturevalue("tiny_screening")

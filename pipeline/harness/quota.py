@@ -40,7 +40,8 @@ MiB = 1024 ** 2
 #: Space (and inodes) kept for the harness's own writes into a full WORK.
 ROOT_RESERVE = 64 * MiB
 INODE_SIZE = 256
-_TOOLS = ("mkfs.ext4", "tune2fs", "mount", "umount")
+BLOCK = 4096
+_TOOLS = ("mkfs.ext4", "tune2fs", "dumpe2fs", "mount", "umount")
 
 
 def _tool(name: str) -> Optional[str]:
@@ -52,7 +53,7 @@ def _run(args: list[str], timeout: float = 60.0) -> tuple[int, str]:
         done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as error:
         return 1, f"{type(error).__name__}: {error}"
-    return done.returncode, (done.stderr or done.stdout).strip()
+    return done.returncode, (done.stdout + "\n" + done.stderr).strip()
 
 
 class WorkArea:
@@ -98,18 +99,25 @@ class WorkArea:
         if missing:
             return f"{', '.join(missing)} not found (e2fsprogs, util-linux)"
         inodes = max(1024, self.files + 64)
-        image_size = self.size + ROOT_RESERVE + inodes * INODE_SIZE + self.size // 64 + 16 * MiB
+        # Room for the inode tables, the group metadata and the reserve; the reserve is then set so
+        # that what a non-root program may use is the limit exactly.
+        image_size = self.size + ROOT_RESERVE + inodes * INODE_SIZE * 9 // 8 + self.size // 32 + 32 * MiB
         try:
             with open(self.image, "wb") as handle:
                 handle.truncate(image_size)
         except OSError as error:
             return f"cannot make the image file: {error}"
-        code, out = _run([_tool("mkfs.ext4"), "-q", "-F", "-O", "^has_journal", "-N", str(inodes), "-m", "0",
-                          "-E", "lazy_itable_init=1,nodiscard,root_owner=0:0", str(self.image)])
+        code, out = _run([_tool("mkfs.ext4"), "-q", "-F", "-b", str(BLOCK), "-O", "^has_journal", "-N", str(inodes),
+                          "-m", "0", "-E", "lazy_itable_init=1,nodiscard,root_owner=0:0", str(self.image)])
         if code != 0:
             self._drop_image()
             return f"mkfs.ext4 failed: {out[-200:]}"
-        code, out = _run([_tool("tune2fs"), "-r", str(ROOT_RESERVE // 4096), str(self.image)])
+        free = self._free_blocks()
+        wanted = -(-self.size // BLOCK)
+        if free is None or free - wanted < ROOT_RESERVE // BLOCK:
+            self._drop_image()
+            return f"the image has {free} free blocks, fewer than the limit and the reserve need"
+        code, out = _run([_tool("tune2fs"), "-r", str(free - wanted), str(self.image)])
         if code != 0:
             self._drop_image()
             return f"tune2fs failed: {out[-200:]}"
@@ -125,6 +133,13 @@ class WorkArea:
         lost = self.mountpoint / "lost+found"
         if lost.is_dir():
             lost.rmdir()
+        return None
+
+    def _free_blocks(self) -> Optional[int]:
+        code, out = _run([_tool("dumpe2fs"), "-h", str(self.image)])
+        for line in out.splitlines() if code == 0 else []:
+            if line.startswith("Free blocks:"):
+                return int(line.split(":", 1)[1])
         return None
 
     def _drop_image(self) -> None:

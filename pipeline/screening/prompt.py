@@ -31,7 +31,7 @@ Each turn, reply with Python in one fenced block; the last block of a reply runs
   submission_results()          the results of your submissions so far (WORK/submission_results.json)
   status()                      labels left, submissions left, turns and time left (WORK/status.json)
   finish()                      end the episode after this turn
-numpy (np), pandas (pd), pyarrow, scipy, RDKit and LightGBM are installed. Files you write to WORK
+numpy (np), pandas (pd), pyarrow, scipy, scikit-learn, RDKit and LightGBM are installed. Files you write to WORK
 persist between turns (a module saved there can be imported). A batch of label requests is answered in
 full or refused in full (unknown ids, or more new ids than the budget has left: the refusal says what
 remains). A submission with unknown or duplicate ids, or too many ids, is refused and does not count.
