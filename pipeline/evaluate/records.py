@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Union
 
+import numpy as np
+
 #: The version of the record format; a record carries it as ``record_format``.
 RECORD_FORMAT = "drugtargetworld-evaluation-record/1"
 KINDS = ("biobank", "screening")
@@ -242,20 +244,21 @@ def write_schema(path: PathLike = SCHEMA_PATH) -> Path:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    # numpy scalars too: a runner may build records from arrays
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def _type_ok(field: Field, value: Any) -> bool:
     if field.type == "string":
         return isinstance(value, str)
     if field.type == "boolean":
-        return isinstance(value, bool)
+        return isinstance(value, (bool, np.bool_))
     if field.type == "integer":
-        if isinstance(value, bool):
+        if isinstance(value, (bool, np.bool_)):
             return False
-        if isinstance(value, int):
+        if isinstance(value, (int, np.integer)):
             return True
-        return isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        return isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer()
     return _is_number(value)
 
 
@@ -275,6 +278,8 @@ def _check_field(where: str, field: Field, value: Any) -> Any:
         value = int(value)
     elif field.type == "number":
         value = float(value)
+    elif field.type == "boolean":
+        value = bool(value)
     if field.enum is not None and value not in field.enum:
         raise RecordError(f"{where}: {field.name}={value!r}: invalid; valid: {_valid(field)}")
     if field.minimum is not None and value < field.minimum - CONSISTENCY_TOLERANCE:

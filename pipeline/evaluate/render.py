@@ -279,7 +279,7 @@ def fig_distribution(bio: Mapping, records: list) -> str:
     """Episode totals per world (x) and agent (colour; offset within the world), marker by budget,
     with each agent's world mean as a bar."""
     agents, worlds, budgets = bio["agents"], bio["worlds"], bio["budgets"]
-    fig = _figure(max(6.0, 0.55 * len(worlds) * max(1, len(agents)) ** 0.5 + 2.5), 3.8)
+    fig = _figure(min(16.0, max(6.0, 0.55 * len(worlds) * max(1, len(agents)) ** 0.5 + 2.5)), 3.8)
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(agents))
     xw = {w: i for i, w in enumerate(worlds)}
@@ -331,14 +331,16 @@ def fig_budgets(bio: Mapping) -> str:
     budgets = bio["budgets"]
     fig = _figure(5.5, 3.6)
     ax = fig.add_subplot()
+    spread = 0.05  # agents side by side at each budget, so error bars do not hide each other
     for i, a in enumerate(bio["agents"]):
+        shift = (i - (len(bio["agents"]) - 1) / 2) * spread
         xs, ys, es = [], [], []
         for j, b in enumerate(budgets):
             vals = [c["mean"] for c in bio["tables"]["cells"] if c["agent"] == a and c["budget"] == b]
             if vals:
                 m = sum(vals) / len(vals)
                 sd = (sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) ** 0.5 if len(vals) > 1 else 0.0
-                xs.append(j)
+                xs.append(j + shift)
                 ys.append(m)
                 es.append(sd / len(vals) ** 0.5)
         ax.errorbar(xs, ys, yerr=es, color=_colour(i), marker="o", ms=4, capsize=3, label=a)

@@ -29,6 +29,8 @@ REPORT_FORMAT = "drugtargetworld-evaluation-report/1"
 NO_PHENOTYPE_MAX = 90.0
 #: A phenotype score at or above this earns "full credit" (S7/S10 wording); 10 points minus rounding.
 PHENOTYPE_FULL = 10.0 - 1e-9
+#: Exit reasons that always get an S10 column (the harness's; others found in the records are added).
+EXIT_REASONS = ("submitted", "submission_written", "turn_limit", "policy_error", "sandbox_failure", "runner_crash")
 #: Metrics of the between-agent comparisons: the table each one fills and how a record gives it.
 PAIR_METRICS: dict[str, tuple[str, Callable[[dict], Optional[float]]]] = {}
 
@@ -293,7 +295,8 @@ def _biobank(records: list) -> dict:
     budgets = sorted({r["budget"] for r in records})
     worlds = sorted({r["world"] for r in records})
     by_agent = {a: [r for r in records if r["agent"] == a] for a in agents}
-    reasons = sorted({r["exit_reason"] if r["exit_reason"] is not None else "unrecorded" for r in records})
+    found = {r["exit_reason"] if r["exit_reason"] is not None else "unrecorded" for r in records}
+    reasons = list(EXIT_REASONS) + sorted(found - set(EXIT_REASONS))
 
     cells = cell_means(records, lambda r: r["total"], "budget")
     coverage, world_rows = [], []
@@ -401,9 +404,17 @@ def _clean(value):
     return value
 
 
+def episode_key(record: Mapping) -> tuple:
+    """The sort key of a validated record: (kind, agent, world, budget or mode, trial)."""
+    # Within a kind the condition has one type (a number, or a mode name), and kind is compared first.
+    condition = record["budget"] if record["kind"] == "biobank" else record["mode"]
+    return (record["kind"], record["agent"], record["world"], condition, record["trial"])
+
+
 def records_digest(records: Iterable[Mapping]) -> str:
-    """SHA-256 of the records as canonical JSON (sorted keys), in the given order."""
-    text = "\n".join(json.dumps(r, sort_keys=True, default=str) for r in records)
+    """SHA-256 of validated records as canonical JSON (sorted keys) in :func:`episode_key` order,
+    so the digest does not depend on the order the episodes finished in."""
+    text = "\n".join(json.dumps(r, sort_keys=True, default=str) for r in sorted(records, key=episode_key))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -422,6 +433,8 @@ def report(records: Iterable[Mapping]) -> dict:
     -------
     dict
         ``format``; ``input`` (record counts and the SHA-256 of the validated records);
+        the same records in any order give the same report (they are sorted by
+        :func:`episode_key` first).
         ``settings`` (CI level, bootstrap resamples and seed, tie tolerance); ``biobank``
         (``agents`` in leaderboard order, ``worlds``, ``budgets``, ``leaderboard``, ``tables``)
         when there are biobank records; ``screening`` (``modes``, ``worlds``, ``leaderboard``,
@@ -454,8 +467,9 @@ def report(records: Iterable[Mapping]) -> dict:
             fraction of the budget spent.  Records without experiment counts are left out and
             counted in ``experiments_unrecorded``.
         ``s10``
-            Failures and attrition: episodes per exit reason (``exit_<reason>``, the union of
-            reasons over all agents), episodes whose scored submission did not parse,
+            Failures and attrition: episodes per exit reason (``exit_<reason>`` for the
+            harness's reasons, ``EXIT_REASONS``, and any other reason in the records;
+            ``exit_runner_crash`` counts the crashes), episodes whose scored submission did not parse,
             phenotype scored / positive credit / full credit, nomination cap hit, episodes not
             isolated; no-code turns, turn timeouts, failed runs, submission parse failures and
             truncated replies (totals, episodes with at least one, records without the count);
@@ -494,7 +508,9 @@ def report(records: Iterable[Mapping]) -> dict:
         ``s5`` with the mode as the only condition), ``screening_trials`` (as ``trials``) and
         ``screening_episodes`` (one row per episode).
     """
-    checked = validate_records(records)
+    # Canonical order: a parallel runner appends episodes as they finish, and the same episodes in
+    # another order must give the same tables to the last bit (floating sums depend on order).
+    checked = sorted(validate_records(records), key=episode_key)
     biobank = [r for r in checked if r["kind"] == "biobank"]
     screening = [r for r in checked if r["kind"] == "screening"]
     out: dict = {
