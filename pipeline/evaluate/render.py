@@ -468,7 +468,6 @@ def report_html(rep: Mapping, records: list) -> str:
              f"<p>{rep['input']['n_records']} episode records; records SHA-256 "
              f"<code>{rep['input']['records_sha256']}</code>. Scores on the 0–100 scale; tables rounded here, "
              "unrounded in report.json and the CSV files.</p>"]
-    checked = None
     if "biobank" in rep:
         from .records import validate_records
 

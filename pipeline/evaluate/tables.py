@@ -31,9 +31,6 @@ NO_PHENOTYPE_MAX = 90.0
 PHENOTYPE_FULL = 10.0 - 1e-9
 #: Exit reasons that always get an S10 column (the harness's; others found in the records are added).
 EXIT_REASONS = ("submitted", "submission_written", "turn_limit", "policy_error", "sandbox_failure", "runner_crash")
-#: Metrics of the between-agent comparisons: the table each one fills and how a record gives it.
-PAIR_METRICS: dict[str, tuple[str, Callable[[dict], Optional[float]]]] = {}
-
 ValueFn = Callable[[dict], Optional[float]]
 
 
@@ -46,11 +43,12 @@ def without_phenotype(record: Mapping) -> float:
     return min(max(record["total_unclipped"] - record["phenotype_construction"], 0.0), NO_PHENOTYPE_MAX)
 
 
-PAIR_METRICS.update({
+#: Metrics of the between-agent comparisons: the table each one fills and how a record gives it.
+PAIR_METRICS: dict[str, tuple[str, ValueFn]] = {
     "total": ("s5", lambda r: r["total"]),
     "without_phenotype": ("s11b", without_phenotype),
     "fixed_labels": ("s11c_pairs", lambda r: r["fixed_labels_total"]),
-})
+}
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -329,6 +327,9 @@ def _biobank(records: list) -> dict:
     tables["trials"] = [_trials(a, by_agent[a], "budget") for a in agents]
     tables["usage"] = [_usage(a, by_agent[a]) for a in agents]
 
+    order = ("s4", "s5", "s6_budgets", "s6_contrasts", "s9", "s10", "s11a", "s11b", "s11c", "s11c_pairs", "trials",
+             "usage", "coverage", "cells", "world_means")
+    tables = {name: tables[name] for name in order}  # the supplement's order, then the supporting tables
     s4 = {row["agent"]: row for row in tables["s4"]}
     extra = {key: {row["agent"]: row for row in tables[key]} for key in ("s9", "s11a", "s11c", "trials", "usage")}
     leaderboard = []
