@@ -390,6 +390,35 @@ def test_incomplete_worlds_leave_the_world_level_comparisons():
     assert _row(t["s6_contrasts"], agent="beta", contrast="450000-0")["n_worlds"] == 3
 
 
+def test_unrecorded_values_are_left_out_and_counted():
+    """fixed_labels_total null: the episode leaves S11 C (n_missing) and a cell with no value left
+    makes its world incomplete for the fixed-label comparison; absent process fields are counted
+    as unrecorded, never as zero."""
+    records = synthetic_records()
+    for r in records:
+        if r["agent"] == "beta" and r["world"] == "w-dcm" and r["budget"] == 0.0:
+            r["fixed_labels_total"] = None  # both trials of one cell
+        if r["agent"] == "beta" and r["world"] == "w-hcm" and r["budget"] == 0.0 and r["trial"] == 1:
+            r["fixed_labels_total"] = None  # one trial: the cell keeps the other
+        if r["agent"] == "gamma" and r["world"] == "w-null":
+            for key in ("experiments_requested", "no_code_turns"):
+                del r[key]
+            r["exit_reason"] = "runner_crash"
+    t = report(records)["biobank"]["tables"]
+    s11c = _row(t["s11c"], agent="beta")
+    assert (s11c["n_episodes"], s11c["n_missing"]) == (21, 3)
+    beta = [r for r in records if r["agent"] == "beta" and r["fixed_labels_total"] is not None]
+    assert s11c["mean_fixed_labels"] == pytest.approx(np.mean([r["fixed_labels_total"] for r in beta]), rel=1e-12)
+    pair = _row(t["s11c_pairs"], agent_a="alpha", agent_b="beta")
+    assert pair["n_worlds"] == 3 and pair["worlds"] == "w-hcm w-hfpef w-null"
+    assert _row(t["s5"], agent_a="alpha", agent_b="beta")["n_worlds"] == 4  # the totals are all there
+    s9, s10 = _row(t["s9"], agent="gamma"), _row(t["s10"], agent="gamma")
+    assert (s9["experiments_unrecorded"], s9["eligible_episodes"]) == (6, 12)
+    assert (s10["no_code_turns_unrecorded"], s10["exit_runner_crash"]) == (6, 6)
+    gamma = [r for r in records if r["agent"] == "gamma" and "no_code_turns" in r]
+    assert s10["no_code_turns_total"] == sum(r["no_code_turns"] for r in gamma)
+
+
 # ----------------------------------------------------------------------------- screening
 
 
