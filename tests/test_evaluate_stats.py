@@ -671,7 +671,7 @@ def _tree_digest(folder: Path) -> str:
 
 def test_fixed_labels_total_rescores_with_the_real_scorer(tiny_world_noimaging, tmp_path):
     from pipeline.score import score_episode
-    from pipeline.score.sealed import load_truth
+    from pipeline.score.sealed import load_latent, load_truth
 
     sealed = Path(tiny_world_noimaging) / "sealed"
     truth = load_truth(sealed)
@@ -685,6 +685,10 @@ def test_fixed_labels_total_rescores_with_the_real_scorer(tiny_world_noimaging, 
     work = tmp_path / "work"
     work.mkdir()
     (work / "submission.json").write_text(json.dumps(submission))
+    latent = load_latent(sealed, {})
+    noise = np.random.default_rng(0).normal(0, 0.5, len(latent))
+    pd.DataFrame({"subject_id": latent.index, "phenotype": latent.to_numpy() + noise}).to_csv(
+        work / "phenotype.csv", index=False)
     ledger = tmp_path / "ledger.jsonl"
     ledger.write_text("")
     before = _tree_digest(work)
@@ -695,6 +699,7 @@ def test_fixed_labels_total_rescores_with_the_real_scorer(tiny_world_noimaging, 
 
     by_hand = tmp_path / "by_hand"
     by_hand.mkdir()
+    (by_hand / "phenotype.csv").write_bytes((work / "phenotype.csv").read_bytes())
     (by_hand / "submission.json").write_text(json.dumps({
         **submission, "directions": {driver: "inhibit", surrogate: "inhibit"},
         "outcome_alignment": {driver: "aligned", surrogate: "aligned"}}))
@@ -703,6 +708,9 @@ def test_fixed_labels_total_rescores_with_the_real_scorer(tiny_world_noimaging, 
     assert original["safety_penalty"] == 0.0 and fixed["safety_penalty"] == -30.0  # "aligned" trips the penalty
     for key in ("target_identification", "bias_identification", "phenotype_construction"):
         assert fixed[key] == original[key]
+    assert original["phenotype_construction"] > 0  # the phenotype was read, and held fixed
+    assert fixed_labels_total(sealed, work, ledger, paper_compat=True) == \
+        score_episode(sealed, by_hand, ledger, paper_compat=True)["total"]
 
     # record_from_score computes it from the scored folder named in score.json
     episode_dir = tmp_path
@@ -717,4 +725,4 @@ def test_fixed_labels_total_rescores_with_the_real_scorer(tiny_world_noimaging, 
                              budget=0, trial=0, sealed_dir=sealed, transcript=None)["fixed_labels_total"] == 0.0
     with pytest.raises(RecordError, match="not a folder"):
         fixed_labels_total(sealed, tmp_path / "nowhere", ledger)
-    assert os.listdir(work) == ["submission.json"]
+    assert sorted(os.listdir(work)) == ["phenotype.csv", "submission.json"]

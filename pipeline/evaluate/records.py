@@ -152,7 +152,8 @@ FIELDS: tuple[Field, ...] = (
     Field("top_k", "integer", "K of the top-K overlap.", kinds=_S, minimum=1),
     # process (from the episode summary and the transcript)
     Field("exit_reason", "string", "How the episode ended (submitted, submission_written, turn_limit, "
-          "policy_error, sandbox_failure, runner_crash; screening: finished, submissions_used, time_limit, ...)."),
+          "policy_error, sandbox_failure, harness_error, runner_crash; screening: finished, submissions_used, "
+          "time_limit, ...)."),
     Field("exit_detail", "string", f"The exit's detail (an error), cut to {EXIT_DETAIL_MAX_CHARS} characters."),
     Field("turns_used", "integer", "Turns played.", minimum=0),
     Field("max_turns", "integer", "The turn limit.", minimum=1),
@@ -585,7 +586,8 @@ def record_from_score(
     fixed_labels_total
         Table S11 C for this episode, if the caller computed it.  When None and ``sealed_dir``
         is given it is computed here with :func:`fixed_labels_total` on the folder the score
-        came from (:func:`scored_work_dir`) and the episode's ledger; a runner crash gets 0
+        came from (:func:`scored_work_dir`), the episode's ledger and its ``paper_compat``; a
+        runner crash gets 0
         (S2.4: zero on every component).  Otherwise it stays null.
     sealed_dir
         The world's sealed bundle, only needed to compute ``fixed_labels_total``.
@@ -720,7 +722,8 @@ def record_from_score(
                 raise RecordError(f"score_json: no scored work folder recorded ({episode.get('scored_from')!r} under "
                                   f"{episode.get('episode_dir')!r}); pass fixed_labels_total or a score.json with "
                                   "its episode summary")
-            fixed_labels_total = float(fixed_labels_score(sealed_dir, work, ledger_path)["total"])
+            fixed_labels_total = float(fixed_labels_score(sealed_dir, work, ledger_path,
+                                                          paper_compat=bool(record["paper_compat"]))["total"])
     record["fixed_labels_total"] = fixed_labels_total
     return validate_record(record)
 
@@ -769,18 +772,19 @@ def fixed_label_submission(submission: Any) -> Any:
     return fixed
 
 
-def fixed_labels_score(sealed_dir: PathLike, work_dir: PathLike, ledger_path: Optional[PathLike]) -> dict:
+def fixed_labels_score(sealed_dir: PathLike, work_dir: PathLike, ledger_path: Optional[PathLike], *,
+                       paper_compat: bool = False) -> dict:
     """The full score of :func:`fixed_labels_total` (the scorer's dictionary).
 
-    WORK is never written: the submission (relabelled by :func:`fixed_label_submission`),
-    the phenotype and, without a ledger, the experiment files are copied into a temporary
-    folder, which ``pipeline.score.score_episode`` scores with the same sealed bundle and ledger.
-    The submission is read with the scorer's own reader (an absent, oversized or unparseable
-    one stays absent), and the phenotype is copied only when the scorer would read it
-    (a regular file inside WORK), so everything but the labels scores as it did.
+    WORK is never written: the submission (relabelled by :func:`fixed_label_submission`) and
+    the phenotype are copied into a temporary folder, which ``pipeline.score.score_episode``
+    scores with the same sealed bundle, ledger and ``paper_compat``.  The submission is read
+    with the scorer's own reader (an absent, oversized or unparseable one stays absent), and
+    the phenotype is copied only when the scorer would read it (a file inside WORK), so
+    everything but the labels scores as it did.
     """
     from ..score import score_episode
-    from ..score.work import EXPERIMENTS, PHENOTYPE, SUBMISSION, inside, load_submission
+    from ..score.work import PHENOTYPE, SUBMISSION, inside, load_submission
 
     work = Path(work_dir)
     if not work.is_dir():
@@ -795,15 +799,11 @@ def fixed_labels_score(sealed_dir: PathLike, work_dir: PathLike, ledger_path: Op
         phenotype = work / PHENOTYPE
         if phenotype.exists() and inside(phenotype, work) and phenotype.is_file():
             shutil.copyfile(phenotype, copy / PHENOTYPE)
-        if ledger_path is None and (work / EXPERIMENTS).is_dir() and inside(work / EXPERIMENTS, work):
-            (copy / EXPERIMENTS).mkdir()
-            for path in sorted((work / EXPERIMENTS).glob("*.json")):
-                if inside(path, work) and path.is_file():
-                    shutil.copyfile(path, copy / EXPERIMENTS / path.name)
-        return score_episode(sealed_dir, copy, ledger_path)
+        return score_episode(sealed_dir, copy, ledger_path, paper_compat=paper_compat)
 
 
-def fixed_labels_total(sealed_dir: PathLike, work_dir: PathLike, ledger_path: Optional[PathLike]) -> float:
+def fixed_labels_total(sealed_dir: PathLike, work_dir: PathLike, ledger_path: Optional[PathLike], *,
+                       paper_compat: bool = False) -> float:
     """Table S11 C of one episode: its WORK re-scored with fixed direction and alignment labels.
 
     Parameters
@@ -814,7 +814,10 @@ def fixed_labels_total(sealed_dir: PathLike, work_dir: PathLike, ledger_path: Op
         The folder the episode was scored from (``<episode>/work``, or ``<episode>/scored``
         when the harness scored a copy: :func:`scored_work_dir`).  Never modified.
     ledger_path
-        The episode's ledger (which experiments were delivered), or None.
+        The episode's ledger (which experiments were delivered), or None (then, as for the
+        scorer, no experiment earns credit).
+    paper_compat
+        The episode's ``paper_compat`` (the phenotype rule the scorer applied).
 
     Returns
     -------
@@ -822,7 +825,7 @@ def fixed_labels_total(sealed_dir: PathLike, work_dir: PathLike, ledger_path: Op
         The total (0-100) by ``pipeline.score.score_episode`` with every direction "inhibit"
         and every outcome alignment "aligned" (:func:`fixed_label_submission`).
     """
-    return float(fixed_labels_score(sealed_dir, work_dir, ledger_path)["total"])
+    return float(fixed_labels_score(sealed_dir, work_dir, ledger_path, paper_compat=paper_compat)["total"])
 
 
 __all__ = ["RECORD_FORMAT", "FIELDS", "Field", "RecordError", "record_schema", "write_schema", "validate_record",

@@ -30,7 +30,8 @@ NO_PHENOTYPE_MAX = 90.0
 #: A phenotype score at or above this earns "full credit" (S7/S10 wording); 10 points minus rounding.
 PHENOTYPE_FULL = 10.0 - 1e-9
 #: Exit reasons that always get an S10 column (the harness's; others found in the records are added).
-EXIT_REASONS = ("submitted", "submission_written", "turn_limit", "policy_error", "sandbox_failure", "runner_crash")
+EXIT_REASONS = ("submitted", "submission_written", "turn_limit", "policy_error", "sandbox_failure", "harness_error",
+                "runner_crash")
 ValueFn = Callable[[dict], Optional[float]]
 
 
