@@ -306,10 +306,9 @@ def _valid(field: Field) -> str:
 
 
 def _record_name(index: int, record: Mapping) -> str:
-    parts = [f"records[{index}]"]
     ident = ", ".join(f"{k}={record[k]!r}" for k in ("agent", "world", "budget", "mode", "trial")
                       if isinstance(record, Mapping) and k in record)
-    return parts[0] + (f" ({ident})" if ident else "")
+    return f"records[{index}]" + (f" ({ident})" if ident else "")
 
 
 def validate_record(record: Mapping, index: int = 0) -> dict:
