@@ -73,6 +73,7 @@ from typing import Any, Mapping, Optional, Union
 import numpy as np
 
 from . import bundle, seeds, streams
+from .ledger import JsonlLedger, LedgerError, read_rows
 from .paths import SCHEMA_DIR
 
 ORACLE_SCHEMA = SCHEMA_DIR / "oracle.schema.json"
@@ -104,10 +105,6 @@ KNOCKDOWN_NOISE_FLOOR = {"cavity_r": 0.02, "wall_t": 0.006, "ef": 0.001, "surv5y
 
 class OracleError(ValueError):
     """oracle.json is missing or does not describe a usable oracle."""
-
-
-class LedgerError(RuntimeError):
-    """The ledger file cannot be resumed (it is not a ledger this module wrote)."""
 
 
 @dataclass(frozen=True)
@@ -402,16 +399,8 @@ class Ledger:
         self._replay()
 
     def _replay(self) -> None:
-        if not self.path.exists():
-            self.path.touch()
-            return
-        raw = self.path.read_bytes()
-        rows, tail = _parse_rows(raw, self.path)
-        if tail:
-            # Crash mid-append: the row never completed, so its payload was never handed out.
-            with open(self.path, "r+b") as fh:
-                fh.truncate(len(raw) - tail)
-        for lineno, row in rows:
+        self.file = JsonlLedger(self.path, sort_keys=True)
+        for lineno, row in self.file.numbered:
             try:
                 status, cost = row["status"], float(row["cost"])
                 key = (row["kind"], row["protein"])
@@ -427,10 +416,7 @@ class Ledger:
         return self.budget - self.spent
 
     def _append(self, row: dict) -> None:
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row, sort_keys=True) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        self.file.append(row)
         self.rows.append(row)
 
     def _refuse(self, turn: Any, kind: Any, protein: Any, reason: str) -> dict:
@@ -478,29 +464,10 @@ class Ledger:
         return run_experiment(self.spec, kind, protein, paper_compat=self.paper_compat, realism=self.realism)
 
 
-def _parse_rows(raw: bytes, path) -> tuple[list[tuple[int, dict]], int]:
-    """(line number, row) pairs and the byte length of an unterminated final fragment (0 if none)."""
-    lines = raw.split(b"\n")
-    complete, tail = lines[:-1], lines[-1]
-    rows = []
-    for lineno, line in enumerate(complete, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            raise LedgerError(f"{path}:{lineno}: not a ledger row") from None
-        if not isinstance(row, dict):
-            raise LedgerError(f"{path}:{lineno}: not a ledger row")
-        rows.append((lineno, row))
-    return rows, len(tail) if tail.strip() else 0
-
-
 def read_ledger(path: Union[str, os.PathLike]) -> list[dict]:
     """The rows of a ledger file, for the scorer (which trusts only this record of deliveries).
 
     An unterminated final fragment is ignored, as a resuming Ledger would: it is
     a row cut short by a crash, whose payload was never handed out.
     """
-    rows, _ = _parse_rows(Path(path).read_bytes(), path)
-    return [row for _, row in rows]
+    return read_rows(path)

@@ -13,14 +13,13 @@ which the scorer reads; the agent never sees the ledger file.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 from pathlib import Path
 from typing import Iterable, Optional
 
 import numpy as np
 
+from ..ledger import JsonlLedger, LedgerError
 from .bundle import read_sealed
 
 LEDGER_FORMAT = "screening-ledger/1"
@@ -66,10 +65,33 @@ class LabelOracle:
         self.labelled = np.zeros(self.n, dtype=bool)
         self.submissions: list[dict] = []
         self.path = Path(ledger_path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps({"format": LEDGER_FORMAT, "action": "open", "budget": self.budget,
-                                         "top_k": self.top_k, "submission_size": self.submission_size,
-                                         "max_submissions": self.max_submissions, "conformations": self.n}) + "\n")
+        header = {"format": LEDGER_FORMAT, "action": "open", "budget": self.budget, "top_k": self.top_k,
+                  "submission_size": self.submission_size, "max_submissions": self.max_submissions,
+                  "conformations": self.n}
+        # Append-only and resumable (pipeline.ledger): an existing ledger's labels and accepted
+        # submissions are replayed, so a resumed episode is charged and scored exactly as before.
+        self.file = JsonlLedger(self.path, header=header)
+        self._replay()
+
+    def _replay(self) -> None:
+        rows = self.file.numbered
+        if not rows or rows[0][1].get("format") != LEDGER_FORMAT or rows[0][1].get("action") != "open":
+            raise LedgerError(f"{self.path}: not a screening ledger (no '{LEDGER_FORMAT}' open row); not resumed")
+        opened = rows[0][1]
+        for key in ("budget", "top_k", "submission_size", "max_submissions", "conformations"):
+            if opened.get(key) != getattr(self, "n" if key == "conformations" else key):
+                raise LedgerError(f"{self.path}: opened with {key}={opened.get(key)!r}, this world has "
+                                  f"{getattr(self, 'n' if key == 'conformations' else key)!r}; not resumed")
+        for lineno, row in rows[1:]:
+            if row.get("status") != "ok":
+                continue
+            try:
+                if row.get("action") == "labels":
+                    self.labelled[np.asarray(row["rows"], dtype=np.int64)] = True
+                elif row.get("action") == "submit":
+                    self.submissions.append({k: row[k] for k in ("index", "turn", "size", "overlap", "score")})
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise LedgerError(f"{self.path}:{lineno}: not a screening ledger row; not resumed") from None
 
     @property
     def used(self) -> int:
@@ -84,10 +106,7 @@ class LabelOracle:
         return self.max_submissions - len(self.submissions)
 
     def _record(self, row: dict) -> None:
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row, allow_nan=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        self.file.append(row)
 
     def request_labels(self, ids: list, turn: int) -> dict:
         """Answer a batch of label requests (all or nothing); returns the payload for the agent."""

@@ -2,11 +2,10 @@
 
 ``score_submissions`` is the pure core; ``score_episode`` reads the sealed
 bundle and the harness's ledger (the record of which submissions were made
-and accepted; never a file the agent can write).  Without a ledger it scores
-``<work>/submissions/*.json`` in name order, applying the oracle's rules (at
-most ``max_submissions`` accepted, size, unknown and duplicate ids), and says
-so in ``details``.  Malformed input is scored (zero for what cannot count),
-never a crash.  ``python -m pipeline.score --sealed DIR --work DIR [--ledger
+and accepted; never a file the agent can write).  Without a ledger no
+submission counts (the work folder's ``submissions/`` files are the agent's to
+write), and ``details.warnings`` says so.  Malformed input is scored (zero for
+what cannot count), never a crash.  ``python -m pipeline.score --sealed DIR --work DIR [--ledger
 FILE]`` dispatches here for a screening world.
 """
 from __future__ import annotations
@@ -84,16 +83,12 @@ def score_episode(sealed_dir, work_dir, ledger: Optional[str] = None) -> dict:
         details["source"] = "ledger"
         details.update(info)
     else:
-        folder = Path(work_dir) / "submissions"
+        # Which submissions were made and accepted is the harness's record, never the agent's files
+        # (the biobank scorer's rule for experiments, SPEC section 7): without a ledger none counts.
         submissions = []
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            try:
-                doc = json.loads(path.read_text(encoding="utf-8"))
-                submissions.append(doc.get("ids") if isinstance(doc, dict) else None)
-            except (OSError, ValueError, UnicodeDecodeError):
-                submissions.append(None)
-        details["source"] = f"{folder} (no ledger: submissions read from the work folder)"
-        details["warnings"].append("scored without the harness ledger; the work folder's files are not proof of submission")
+        details["source"] = "none: no ledger given, so no submission counts"
+        details["warnings"].append("no ledger given (--ledger <episode>/ledger.jsonl): no submission counts; the work "
+                                   "folder's submissions/ files are the agent's to write")
     result = score_submissions(submissions, sealed["topk"], n, int(o["submission_size"]), int(o["max_submissions"]))
     result.update(format=SCORE_FORMAT, kind=KIND, world_id=o.get("world_id"), total=result["score"], details=details)
     return result
