@@ -39,10 +39,12 @@ class WorldKind:
     is_world: Callable  # (world_dir) -> bool
     is_sealed: Callable  # (sealed_dir) -> bool
     score_episode: Callable  # (sealed_dir, work_dir, ledger) -> score dict
-    episode_main: Callable  # (argv) -> exit code: one episode, the harness's tools and prompt
+    #: (world, release, sealed, world_id) -> pipeline.harness.kind.KindEpisode: the kind's half of an
+    #: episode (its tools, prompt, oracle and scorer) for the shared episode core (pipeline.harness.core)
+    episode: Callable
     validate_main: Callable  # (argv) -> exit code
     audit_main: Callable  # (argv) -> exit code
-    agents: Callable  # () -> {name: agent spec}
+    agents: Callable  # () -> {name: pipeline.agents.base.AgentSpec}: the kind's reference agents
     #: (cfg) -> pipeline.preflight.Estimate: the build's memory and disk, checked before any compute
     #: (None: the kind's builds get the checks that need no size model, and no disk check).
     estimate: Optional[Callable] = None
@@ -163,7 +165,7 @@ BIOBANK = register(WorldKind(
     is_world=_always,
     is_sealed=_always,
     score_episode=lazy("pipeline.score", "score_episode"),
-    episode_main=lazy("pipeline.episode", "biobank_main"),
+    episode=lazy("pipeline.harness.biobank", "BiobankEpisode"),
     validate_main=lazy("pipeline.validate", "biobank_main"),
     audit_main=lazy("pipeline.audit.cli", "biobank_main"),
     agents=_biobank_agents,

@@ -673,9 +673,9 @@ def test_the_work_limit_holds(kind_world, enforcement, tmp_path, monkeypatch):
 
 
 def test_submission_copies_have_a_cap_of_their_own(tiny_world_noimaging, tmp_path, monkeypatch):
-    from pipeline.harness import episode as episode_mod
+    from pipeline.harness import biobank
 
-    monkeypatch.setattr(episode_mod, "SUBMISSIONS_KEEP_CAP", 1024 * 1024)
+    monkeypatch.setattr(biobank, "SUBMISSIONS_KEEP_CAP", 1024 * 1024)
     write = ("json.dump({'nominated': [], 'pad': [os.urandom(32).hex() for _ in range(8000)], 'turn': TURN}, "
              "open(os.path.join(WORK, 'submission.json'), 'w'))")
     agent = Replies(*(f"TURN = {t}\n" + write for t in range(4)))
@@ -724,10 +724,8 @@ def test_deep_trees_and_invalid_text_never_crash_the_harness(kind_world, isolati
 
 def test_a_harness_failure_is_recorded_with_its_turn_and_scored(kind_world, tmp_path, monkeypatch):
     kind, world = kind_world
-    module = "pipeline.harness.episode" if kind == "biobank" else "pipeline.screening.episode"
-    import importlib
+    from pipeline.harness import core as target
 
-    target = importlib.import_module(module)
     real, calls = target.work_listing, []
 
     def flaky(work, *args, **kwargs):

@@ -162,7 +162,7 @@ def test_openai_transport_failure_ends_the_episode_and_scores_work(tiny_world_no
         agent = OpenAIChatAgent(base_url=server.base_url, model="m", retries=1)
         result = run_episode(tiny_world_noimaging, agent, budget=0, out=tmp_path / "fail", timeout=60, isolation="auto")
     assert len(server.requests) == 3
-    assert result["episode"]["exit_reason"] == "policy_error" and "HTTP 500" in result["episode"]["exit_detail"]
+    assert result["episode"]["exit_reason"] == "transport_failure" and "HTTP 500" in result["episode"]["exit_detail"]
     assert result["phenotype_construction"] > 0 and components_add_up(result)
 
 

@@ -293,7 +293,9 @@ def test_a_runner_crash_scores_zero_and_is_recorded(tiny_world_noimaging, tmp_pa
     def broken(*args, **kwargs):
         raise OSError("disk on fire")
 
-    monkeypatch.setattr(episode_mod, "score_episode", broken)
+    from pipeline.harness import biobank
+
+    monkeypatch.setattr(biobank, "score_episode", broken)
     result = episode(tiny_world_noimaging, Replies(py(code)), tmp_path)
     assert result["episode"]["exit_reason"] == "runner_crash"
     assert all(result[k] == 0.0 for k in (*COMPONENT_KEYS, "safety_penalty", "total", "total_unclipped"))
@@ -308,7 +310,8 @@ def test_transcript_records_every_turn(tiny_world_noimaging, tmp_path):
     agent = Replies("thinking...", py(f"request_experiment('knockdown', '{protein}')\nprint('hello')"), py(SUBMIT_EMPTY))
     result = episode(tiny_world_noimaging, agent, tmp_path, budget=2_000_000)
     saved = transcript(result)
-    assert saved["format"] == "drugtargetworld-transcript/1" and saved["budget"] == 2_000_000
+    assert saved["format"] == "drugtargetworld-transcript/2" and saved["kind"] == "biobank"
+    assert saved["budget"] == 2_000_000
     assert saved["isolated"] == result["isolated"] and saved["system_prompt"] and saved["opening"]
     assert [t["turn"] for t in saved["turns"]] == [1, 2, 3]
     second = saved["turns"][1]
@@ -504,13 +507,13 @@ def test_cli_runs_an_episode_and_prints_the_score(tiny_world_noimaging, tmp_path
 
 @pytest.mark.parametrize("args, message", [
     (["agent=null", "budget=0"], "missing world_dir="),
-    (["world_dir=WORLD", "agent=nobody", "budget=0"], "agent=nobody: unknown; valid: null, truth"),
+    (["world_dir=WORLD", "agent=nobody", "budget=0"], "agent=nobody: unknown for a biobank world; valid:"),
     (["world_dir=WORLD", "agent=null", "budget=100"], "budget=100: invalid; valid: 0, 450000, 2000000"),
     (["world_dir=WORLD", "agent=null", "budget=0", "turns=0"], "turns=0: invalid"),
     (["world_dir=WORLD", "agent=null", "budget=0", "paper_compat=maybe"], "paper_compat=maybe: invalid"),
-    (["world_dir=WORLD", "agent=null", "budget=0", "colour=red"], "colour: unknown key"),
+    (["world_dir=WORLD", "agent=null", "budget=0", "colour=red"], "colour: unknown option"),
     (["world_dir=/nonexistent", "agent=null", "budget=0"], "not a folder"),
-    (["world_dir=WORLD", "agent=openai_chat", "budget=0", "agent.flavour=x"], "unknown option(s) flavour"),
+    (["world_dir=WORLD", "agent=openai_chat", "budget=0", "agent.flavour=x"], "unknown option(s) agent.flavour"),
 ])
 def test_cli_rejects_bad_arguments_with_one_line(tiny_world_noimaging, args, message, capsys):
     # In-process (the command line's own main); the real subprocess is exercised once below.

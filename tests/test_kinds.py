@@ -78,12 +78,16 @@ def test_oracle_reports_the_driver(toy_world):
     assert max(effects, key=lambda f: abs(effects[f])) == truth["driver"]
 
 
-def test_one_episode_in_the_sandbox(toy_world, tmp_path):
+def test_one_episode_through_the_shared_core(toy_world, tmp_path):
+    """The toy kind supplies only its tools, prompt, oracle and scorer; the episode is the core's."""
     from pipeline.episode import main
 
-    assert main([f"world_dir={toy_world}", f"out={tmp_path}"]) == 0
-    result = json.loads((tmp_path / "result.json").read_text())
-    assert result["score"]["score"] == 1.0, result
+    assert main([f"world_dir={toy_world}", "agent=scripted", f"out={tmp_path / 'ep'}"]) == 0
+    result = json.loads((tmp_path / "ep" / "score.json").read_text())
+    assert result["score"] == 1.0 and result["episode"]["kind"] == toy_kind.NAME, result
+    assert result["episode"]["exit_reason"] == "submitted"
+    transcript = json.loads((tmp_path / "ep" / "transcript.json").read_text())
+    assert transcript["kind"] == toy_kind.NAME and transcript["turns"][0]["status"] == "ran"
 
 
 def test_validate_and_audit_dispatch_to_the_kind(toy_world, capsys):

@@ -497,21 +497,19 @@ def test_reference_episode(world, lane_episodes, tmp_path, strategy, options, in
 
 def test_agent_cannot_read_the_sealed_bundle(world, tmp_path):
     from pipeline.agents.base import ScriptedAgent
-    from pipeline.screening.episode import ScreeningEpisode
+    from pipeline.harness.core import Session, play
 
     target = world / "sealed" / "topk.json"
 
     class Peek(ScriptedAgent):
-        FALLBACK = "finish()\n"
-
         def programs(self, info):
             return [f"print(open({str(target)!r}).read()[:40])\nfinish()\n"]
 
-    episode = ScreeningEpisode(world, Peek(), out=tmp_path / "peek", mode="unrestricted")
-    if not episode.sandbox.isolated:
-        episode.sandbox.close()
-        pytest.skip(f"not isolated here: {episode.sandbox.reason}")
-    episode.run()
+    session = Session(world, out=tmp_path / "peek", mode="unrestricted", isolation="auto")
+    if not session.sandbox.isolated:
+        session.finish()
+        pytest.skip(f"not isolated here: {session.sandbox.reason}")
+    play(session, Peek())
     transcript = json.loads((tmp_path / "peek" / "transcript.json").read_text())
     assert "top_k" not in transcript["turns"][0]["observation"]
     assert "No such file" in transcript["turns"][0]["observation"]
@@ -558,12 +556,12 @@ def test_panel_resolves_screening_worlds():
 
 
 def test_time_limited_mode_stops_at_the_clock(world, tmp_path):
+    from pipeline.harness import run_episode
     from pipeline.screening.agents import create_agent
-    from pipeline.screening.episode import MODES, ScreeningEpisode
+    from pipeline.screening.episode import MODES
 
     assert MODES["limited"]["turns"] * MODES["limited"]["timeout"] == 10 * 3600  # the turns fit the source's 10 hours
-    episode = ScreeningEpisode(world, create_agent("labels_only"), out=tmp_path / "clock", mode="limited", clock_hours=1e-9)
-    result = episode.run()
+    result = run_episode(world, create_agent("labels_only"), out=tmp_path / "clock", mode="limited", clock_hours=1e-9)
     assert result["episode"]["exit_reason"] == "time_limit" and result["score"] == 0.0
     assert json.loads((tmp_path / "clock" / "transcript.json").read_text())["clock_s"] == pytest.approx(3.6e-6)
 

@@ -20,6 +20,10 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from pipeline import bundle, kinds, seeds, streams
+from pipeline.agents.base import AgentSpec, ScriptedAgent
+from pipeline.agents.tools import ToolSpec
+from pipeline.harness.kind import CallOutcome, EpisodeError, KindEpisode, TurnOutcome
+from pipeline.ledger import JsonlLedger
 from pipeline.config import ConfigError
 from pipeline.manifest import build_manifest
 from pipeline.outputs import Output
@@ -144,26 +148,75 @@ submit({"driver": best})
 """
 
 
-def episode_main(argv: list) -> int:
-    """``world_dir=<dir> out=<dir>``: one turn of the scripted agent in the sandbox, then the score."""
-    from pipeline.harness.sandbox import Sandbox
+class ToyAgent(ScriptedAgent):
+    """The toy kind's reference agent: one program, then the kind's fallback (submit whatever WORK holds)."""
 
-    args = dict(a.split("=", 1) for a in argv)
-    world = Path(args["world_dir"])
-    out = Path(args["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    sandbox = Sandbox(world / bundle.RELEASE, protected=[world / bundle.SEALED], isolation="auto")
-    try:
-        run = sandbox.run(AGENT_CODE, timeout=120)
-    finally:
-        sandbox.close(keep_work=out / "work")
-    if run.submitted is not None:
-        (out / "work" / "submission.json").write_text(json.dumps(run.submitted))
-    result = {"prompt": PROMPT, "stdout": run.stdout, "returncode": run.returncode,
-              "score": score_episode(world / bundle.SEALED, out / "work")}
-    (out / "result.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result))
-    return 0 if run.ok else 1
+    FALLBACK = "submit()\n"
+
+    def programs(self, info):
+        return [AGENT_CODE]
+
+
+class ToyEpisode(KindEpisode):
+    """The toy kind's half of an episode on the shared core: one tool (submit), the prompt, the scorer.
+    The prelude is the biobank one (its submit(dict) records the claim in the channel)."""
+
+    kind = NAME
+    default_turns = 3
+    default_timeout = 120.0
+    options = {}
+
+    def configure(self, options: dict) -> None:
+        if options.get("budget") is not None:
+            raise EpisodeError("budget: not an option of a toy world; valid: omit budget")
+        self.claim = None
+
+    def open(self, ledger_path) -> None:
+        self.ledger = JsonlLedger(ledger_path, header={"format": "toy-ledger/1"})
+
+    def tools(self) -> list:
+        return [ToolSpec("submit", "Name the driving feature and end the episode.",
+                         {"type": "object", "properties": {"driver": {"type": "string"}}, "required": ["driver"]},
+                         ends_episode=True)]
+
+    def prompts(self, session) -> tuple:
+        return PROMPT, f"Begin. RELEASE = {session.sandbox.agent_paths['RELEASE']!r}"
+
+    def format_hint(self) -> str:
+        return "Reply with one fenced Python block."
+
+    def remaining(self) -> float:
+        return 0.0
+
+    def status(self, session, turns_left: int) -> str:
+        return f"Turns remaining: {turns_left}."
+
+    def call(self, session, call, args) -> CallOutcome:
+        if call.name != "submit" or not isinstance(args.get("driver"), str):
+            return CallOutcome("Refused: submit(driver) takes a feature name.", refused=True)
+        return CallOutcome("Submitted.", queued={"driver": args["driver"]}, ends="submitted")
+
+    def after_turn(self, session, turn, run, queued) -> TurnOutcome:
+        claims = list(queued)
+        if run is not None and "submit.json" in run.channel:
+            try:
+                claims.append(json.loads(run.channel_file("submit.json")[0]))
+            except ValueError:
+                pass
+        ends = None
+        for claim in claims:
+            if isinstance(claim, dict):
+                session.write("submission.json", json.dumps(claim))
+                self.ledger.append({"turn": turn, "submitted": claim})
+                self.claim, ends = claim, "submitted"
+        return TurnOutcome(sections=[("toy", [f"claimed {self.claim}" if self.claim else "no claim yet"])],
+                           status=self.status(session, session.max_turns - turn), ends=ends)
+
+    def score(self, session) -> tuple:
+        return score_episode(self.sealed, session.work), "work"
+
+    def crash_score(self, reason: str) -> dict:
+        return {"kind": NAME, "score": 0.0, "details": {"runner_crash": reason}}
 
 
 def validate_main(argv: list) -> int:
@@ -192,5 +245,6 @@ def audit_main(argv: list) -> int:
 KIND = kinds.WorldKind(
     name=NAME, register_schema=register_schema, is_kind=is_kind, validate=validate, build=build,
     warm_up=lambda: None, is_world=is_world, is_sealed=is_sealed, score_episode=score_episode,
-    episode_main=episode_main, validate_main=validate_main, audit_main=audit_main, agents=lambda: {"scripted": AGENT_CODE},
+    episode=ToyEpisode, validate_main=validate_main, audit_main=audit_main,
+    agents=lambda: {"scripted": AgentSpec("scripted", ToyAgent, reference=True, description="the most correlated feature")},
 )

@@ -45,8 +45,10 @@ REFERENCE_AGENTS = ("null", "truth", "correlation", "cis_mr", "mr_knockdown")
 
 
 def is_project_agent(agent: Agent) -> bool:
-    """True only for an instance of one of the project's reference agent classes (not a subclass)."""
-    return any(type(agent) is spec.factory for spec in REGISTRY.values() if spec.reference)
+    """True only for an instance of one of the project's reference agent classes, of any kind (not a subclass)."""
+    from .registry import is_project_agent as check
+
+    return check(agent)
 
 
 def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:

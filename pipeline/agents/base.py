@@ -32,14 +32,18 @@ class EpisodeInfo:
     paths: dict  # RELEASE, IMAGING, WORK as the program sees them
     isolated: bool
     paper_compat: bool
+    kind: str = "biobank"  # the kind of world ("biobank", "screening"): which tools and prompt
+    tools: tuple = ()  # the episode's tools (pipeline.agents.tools.ToolSpec), run_python first
+    tool_note: str = ""  # how the tools relate to the instructions, for a policy that calls tools
 
 
 @dataclass(frozen=True)
 class Observation:
     """What the policy sees before choosing its reply for ``turn``.
 
-    ``kind`` is "opening" before turn 1, "result" after a program ran and
-    "no_code" after a reply without code.  ``code`` is the program the harness
+    ``kind`` is "opening" before turn 1, "result" after a program ran, "no_code"
+    after a turn that ran no program, "tool" after tool calls that ended no turn
+    (their results are in ``tool_results``) and "ended" once the episode is over.  ``code`` is the program the harness
     extracted from the previous reply (None for "opening" and "no_code"):
     a chat adapter carries it, not the reply's prose, into its history.
     """
@@ -58,6 +62,7 @@ class Observation:
     refused: tuple = ()  # ({"kind", "protein", "reason"}, ...)
     work_listing: tuple = ()  # paths relative to WORK
     submission_status: Optional[str] = None
+    tool_results: tuple = ()  # ({"id", "name", "text"}, ...): the results of the tool calls of the previous reply
 
 
 class Agent(abc.ABC):
@@ -74,16 +79,20 @@ class Agent(abc.ABC):
 
 
 class ScriptedAgent(Agent):
-    """A policy whose turns are fixed programs, played in order.
+    """A policy whose turns are fixed programs, played in order, on any kind of world.
 
     ``programs(info)`` returns the list of programs.  A program that failed
     or timed out is retried once (a transient failure should not cost the
-    analysis); if it fails again the script gives up and plays
-    ``FALLBACK``, which submits whatever WORK holds, so a script always ends
-    by submitting rather than burning the remaining turns.
+    analysis); if the retry fails too the script gives up and plays the kind's
+    fallback (``FALLBACKS[info.kind]``, or ``FALLBACK`` when a subclass sets
+    one): on a biobank world it submits whatever WORK holds, on a screening
+    world it finishes (the best accepted submission counts), so a script always
+    ends rather than burning the remaining turns.  A program that runs gives
+    the next one its own retry.
     """
 
-    FALLBACK = """\
+    FALLBACK: Optional[str] = None
+    FALLBACKS = {"biobank": """\
 path = os.path.join(WORK, "submission.json")
 try:
     with open(path) as handle:
@@ -93,7 +102,7 @@ except Exception:
     claims = {"nominated": [], "directions": {}, "outcome_alignment": {}, "rejected": [], "abstentions": [],
               "confidence": 0.0}
 submit(claims)
-"""
+""", "screening": "finish()\n"}
 
     @abc.abstractmethod
     def programs(self, info: EpisodeInfo) -> list[str]:
@@ -105,10 +114,16 @@ submit(claims)
         self._step = 0
         self._retried = False
 
+    def fallback(self) -> str:
+        kind = getattr(getattr(self, "info", None), "kind", "biobank")
+        return self.FALLBACK if self.FALLBACK is not None else self.FALLBACKS.get(kind, self.FALLBACKS["biobank"])
+
     def act(self, observation: Observation) -> str:
+        if observation.kind == "result" and observation.status == "ran":
+            self._retried = False
         if observation.kind == "result" and observation.status != "ran" and self._step > 0:
             if self._retried:
-                return fenced(self.FALLBACK)
+                return fenced(self.fallback())
             self._retried = True
             self._step -= 1
         program = self._programs[min(self._step, len(self._programs) - 1)]

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from . import bwrap, safejson
+from . import bwrap
 from .bwrap import SandboxUnavailable, project_paths
 from . import safeio
 from .limits import CgroupJail, Limits
@@ -64,11 +64,7 @@ BUNDLE_NAME = "dtw_bundle.py"
 PROGRAM_NAME = "program.py"
 READY_NAME = "ready"
 OUTPUT_CAP = 32_000  # characters kept per stream and turn
-MAX_REQUESTS_PER_TURN = 100
-MAX_REQUEST_LINE = 4096  # bytes of one request line
-MAX_ID_CHARS = 64  # kind and protein identifiers
-SUBMIT_CAP = 64 * 1024 * 1024
-CHANNEL_FILE_CAP = SUBMIT_CAP  # bytes kept of one channel file (its head)
+CHANNEL_FILE_CAP = 64 * 1024 * 1024  # bytes kept of one channel file (its head)
 CHANNEL_FILES_MAX = 32  # channel files read per run
 ISOLATION_MODES = ("auto", "require", "off")
 
@@ -86,11 +82,6 @@ class RunResult:
     stderr: str
     stdout_chars: int
     stderr_chars: int
-    requests: list = field(default_factory=list)  # [{"kind", "protein"}] in request order
-    refused: list = field(default_factory=list)  # [{"reason", "excerpt"}] request lines refused at intake
-    requests_dropped: int = 0  # lines past MAX_REQUESTS_PER_TURN
-    submitted: Optional[dict] = None  # the submission object handed to submit(), if any
-    submit_error: Optional[str] = None
     ready: bool = False  # the prelude reached the agent's code
     limit_notes: list = field(default_factory=list)  # limits this run ran into
     #: What the prelude left in the channel: file name -> (its first CHANNEL_FILE_CAP bytes, whether cut).
@@ -370,7 +361,7 @@ class Sandbox:
         )
         self._capture_channel(result)
         self._reset_channel()
-        self._read_channel(result)
+        result.ready = READY_NAME in result.channel
         self._limit_notes(result, watch, self.area.enforce(turn_started))
         return result
 
@@ -424,38 +415,6 @@ class Sandbox:
                 head, _ = _head(self.channel / name, CHANNEL_FILE_CAP)
                 result.channel[name] = (head or b"", True)
 
-    def _read_channel(self, result: RunResult) -> None:
-        """The biobank prelude's records: the readiness mark, queued experiments, the submit() record."""
-        result.ready = READY_NAME in result.channel
-        raw, _ = result.channel_file("requests.jsonl")
-        if raw:
-            for line in raw[: MAX_REQUESTS_PER_TURN * (MAX_REQUEST_LINE + 1)].split(b"\n"):
-                if not line.strip():
-                    continue
-                if len(result.requests) + len(result.refused) >= MAX_REQUESTS_PER_TURN:
-                    result.requests_dropped += 1
-                    continue
-                item, problem = _parse_request(line)
-                if problem is None:
-                    result.requests.append(item)
-                else:
-                    result.refused.append({"reason": problem, "excerpt": safejson.excerpt(line.decode("utf-8", "replace"), 60)})
-        if "submit.json" not in result.channel:
-            return
-        raw, cut = result.channel_file("submit.json")
-        if cut:
-            result.submit_error = f"the submit() record was refused: larger than {SUBMIT_CAP} bytes"
-            return
-        try:
-            parsed = safejson.loads(raw, max_bytes=SUBMIT_CAP)
-        except safejson.Refused as error:
-            result.submit_error = f"the submit() record was refused: {error}"
-            return
-        if isinstance(parsed, dict):
-            result.submitted = parsed
-        else:
-            result.submit_error = "the submit() record is not a JSON object"
-
     def close(self, keep_work: Optional[Path] = None) -> list[str]:
         """Remove the staging tree; with ``keep_work``, move WORK there first (the transcript keeps every program).
 
@@ -492,23 +451,6 @@ def _tree_pids(proc: subprocess.Popen) -> list[int]:
         return [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
     except Exception:  # psutil missing, or the process already gone
         return [proc.pid]
-
-
-def _parse_request(line: bytes) -> tuple[Optional[dict], Optional[str]]:
-    """One request line as {"kind", "protein"}, or why it is refused."""
-    if len(line) > MAX_REQUEST_LINE:
-        return None, f"request line of {len(line)} bytes (at most {MAX_REQUEST_LINE})"
-    try:
-        item = safejson.loads(line, max_bytes=MAX_REQUEST_LINE, max_string=MAX_ID_CHARS * 4)
-    except safejson.Refused as error:
-        return None, f"malformed request ({error})"
-    if not isinstance(item, dict):
-        return None, "malformed request (not a JSON object)"
-    kind, protein = item.get("kind"), item.get("protein")
-    for name, value in (("kind", kind), ("protein", protein)):
-        if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
-            return None, f"malformed request ({name} must be a string of 1-{MAX_ID_CHARS} characters)"
-    return {"kind": kind, "protein": protein}, None
 
 
 def isolation_status() -> tuple[bool, str]:

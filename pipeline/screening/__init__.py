@@ -31,8 +31,9 @@ bundle contract     ``bundle`` (file names; readers ``read_sealed``, ``is_screen
                     ``is_screening_sealed``), on top of ``pipeline.bundle``
 oracle              ``oracle.LabelOracle`` (label budget, submissions, ledger)
 scorer              ``score.score_episode`` (CLI: ``pipeline.score``)
-harness             ``episode.ScreeningEpisode`` on ``pipeline.harness.sandbox.Sandbox``,
-                    prelude ``runtime.py``, prompt ``prompt.py``, agents ``agents.REGISTRY``
+harness             ``episode.ScreeningEpisode``: the kind's half of an episode on the shared
+                    core (``pipeline.harness.core``): tools, prelude ``runtime.py``, prompt
+                    ``prompt.py``, oracle; agents ``agents.REGISTRY``
 validation          ``validate.validate`` (CLI: ``pipeline.validate``)
 audit               ``audit.audit`` (CLI: ``pipeline.audit``)
 detection           ``bundle.is_screening_world(world_dir)``, ``bundle.is_screening_sealed``,
@@ -66,7 +67,7 @@ KIND = kinds.WorldKind(
     is_world=_part("bundle", "is_screening_world"),
     is_sealed=_part("bundle", "is_screening_sealed"),
     score_episode=_part("score", "score_episode"),
-    episode_main=_part("episode", "main"),
+    episode=_part("episode", "ScreeningEpisode"),
     validate_main=_part("validate", "main"),
     audit_main=_part("audit", "main"),
     agents=_agents,

@@ -22,8 +22,8 @@ STRATEGY_SOURCE = (Path(__file__).resolve().parent / "strategy_code.py").read_te
 
 
 class _Screening(ScriptedAgent):
-    # A program that fails twice ends the episode; the best accepted submission still counts.
-    FALLBACK = "finish()\n"
+    """A program that fails twice ends the episode (ScriptedAgent's screening fallback, finish());
+    the best accepted submission still counts."""
 
 
 class RandomAgent(_Screening):

@@ -175,4 +175,4 @@ analyst_lib.run_turn(RELEASE=RELEASE, IMAGING=IMAGING, WORK=WORK, OUT_CSV=OUT_CS
 
 
 # Submits whatever WORK holds (the scripted agents' fallback, with a line saying why).
-_FALLBACK = 'print("three programs in a row failed: submitting what WORK holds")\n' + ScriptedAgent.FALLBACK
+_FALLBACK = 'print("three programs in a row failed: submitting what WORK holds")\n' + ScriptedAgent.FALLBACKS["biobank"]
