@@ -47,7 +47,7 @@ KIND_BUNDLES = ("pipeline.screening.bundle",)
 STAGES = (
     ("base", ("pipeline", "pipeline.paths", "pipeline.seeds", "pipeline.streams", "pipeline.bundle", "pipeline.ld",
               "pipeline.outputs", "pipeline.genotypes_io", "pipeline.kinds", "pipeline.screening",
-              "pipeline.screening.streams", "pipeline.screening.bundle")),
+              "pipeline.screening.streams", "pipeline.screening.bundle", "pipeline.ledger", "pipeline.commandline")),
     ("config", ("pipeline.config_schema", "pipeline.config_rules", "pipeline.config", "pipeline.preflight",
                 "pipeline.screening.config")),
     ("world", ("pipeline.world", "pipeline.pathways", "pipeline.loci", "pipeline.imaging.site_fields",
