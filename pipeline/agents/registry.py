@@ -15,16 +15,18 @@
 option the factory does not take is refused by name (a factory taking ``**options`` takes
 any).  The factory must return an :class:`~pipeline.agents.base.Agent` (or an object with
 ``act(observation)`` and, optionally, ``reset(info)``).  Such agents are not the project's
-own code and always run with ``isolation=require``.
+own code: the policy itself is made and played in a sandbox of its own
+(``pipeline.harness.policy``: no release, WORK, sealed bundle or episode folder in view),
+and the code it emits runs, as every agent's, in the episode's sandbox with
+``isolation=require``.
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .base import Agent, AgentSpec
+from .base import AgentSpec
 
 ENTRY_POINT_GROUP = "drugtargetworld.agents"
 
@@ -82,27 +84,12 @@ def entry_points() -> dict:
     return {ep.name: ep for ep in found(group=ENTRY_POINT_GROUP)}
 
 
-def _check_options(factory: Any, options: dict, label: str) -> None:
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):
-        return
-    params = signature.parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"}
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        raise AgentError(f"agent {label}: unknown option(s) {', '.join('agent.' + u for u in unknown)}; valid: "
-                         f"{', '.join('agent.' + a for a in sorted(accepted)) or 'none'}")
+def create(kind: str, name: str, options: Optional[dict] = None, *, sealed_dir=None, network: bool = True) -> Made:
+    """Make the agent ``name`` for a world of ``kind`` (see the module docstring).
 
-
-def _is_agent(obj: Any) -> bool:
-    return isinstance(obj, Agent) or callable(getattr(obj, "act", None))
-
-
-def create(kind: str, name: str, options: Optional[dict] = None, *, sealed_dir=None) -> Made:
-    """Make the agent ``name`` for a world of ``kind`` (see the module docstring)."""
+    An external agent is made in its own sandbox (``pipeline.harness.policy``), with the
+    host's network when ``network`` is true (a policy usually calls its model's endpoint).
+    """
     options = dict(options or {})
     if not isinstance(name, str) or not name:
         raise AgentError(f"agent={name!r}: invalid; valid: a reference agent, openai_chat, <module>:<factory> or an "
@@ -132,59 +119,24 @@ def create(kind: str, name: str, options: Optional[dict] = None, *, sealed_dir=N
         module, _, attr = name.partition(":")
         if not module or not attr:
             raise AgentError(f"agent={name}: invalid; valid: <module>:<factory>, e.g. my_pkg.agent:make")
-        try:
-            factory = getattr(importlib.import_module(module), attr)
-        except ImportError as error:
-            raise AgentError(f"agent={name}: cannot import {module} ({error})") from None
-        except AttributeError:
-            raise AgentError(f"agent={name}: {module} has no attribute {attr}") from None
         source = "module"
-    else:
-        found = entry_points()
-        if name not in found:
-            valid = sorted(registry) + sorted(found)
-            raise AgentError(f"agent={name}: unknown for a {kind} world; valid: {', '.join(valid)}, or "
-                             f"<module>:<factory>")
-        try:
-            factory = found[name].load()
-        except Exception as error:  # whatever importing a third-party package raises
-            raise AgentError(f"agent={name}: the entry point {found[name].value} does not load "
-                             f"({type(error).__name__}: {error})") from None
+    elif name in entry_points():
         source = "entry point"
-    if not callable(factory):
-        raise AgentError(f"agent={name}: {type(factory).__name__} is not callable; valid: a class or function "
-                         "returning an agent")
-    _check_options(factory, options, name)
+    else:
+        valid = sorted(registry) + sorted(entry_points())
+        raise AgentError(f"agent={name}: unknown for a {kind} world; valid: {', '.join(valid)}, or <module>:<factory>")
+    # Code the project has never seen runs in a sandbox of its own (pipeline.harness.policy):
+    # made there, it cannot reach the sealed bundle, the world's folder or the harness.
+    from ..harness.bwrap import SandboxUnavailable
+    from ..harness.policy import PolicyError, SandboxedPolicy
+
     try:
-        agent = factory(**options)
-    except Exception as error:  # the factory is the user's code
-        raise AgentError(f"agent={name}: the factory raised {type(error).__name__}: {error}") from None
-    if not _is_agent(agent):
-        raise AgentError(f"agent={name}: the factory returned a {type(agent).__name__}, not an agent; valid: an "
-                         "object with act(observation) (subclass pipeline.agents.base.Agent)")
-    if not isinstance(agent, Agent):
-        agent = _Adapted(agent)
-    try:
-        agent.name = name
-    except AttributeError:
-        pass
+        agent = SandboxedPolicy(name, options, entry_point=source == "entry point", network=network)
+    except PolicyError as error:
+        raise AgentError(str(error).splitlines()[0] if str(error) else f"agent={name}: could not be made") from None
+    except SandboxUnavailable as error:
+        raise AgentError(f"agent={name}: {error}") from None
     return Made(agent, name, source, False)
-
-
-class _Adapted(Agent):
-    """An object with ``act`` (and maybe ``reset``) that does not subclass Agent."""
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-        self.name = getattr(inner, "name", type(inner).__name__)
-
-    def reset(self, info) -> None:
-        super().reset(info)
-        if callable(getattr(self.inner, "reset", None)):
-            self.inner.reset(info)
-
-    def act(self, observation):
-        return self.inner.act(observation)
 
 
 def is_project_agent(agent: Any) -> bool:

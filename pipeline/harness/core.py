@@ -641,7 +641,10 @@ def _with_results(observation: Observation, results: list) -> Observation:
 def play(session: Session, agent: Agent) -> dict:
     """Drive ``session`` with a policy until the episode ends; returns the score (score.json)."""
     from ..agents.openai_chat import TransportError
+    from .policy import SandboxedPolicy
 
+    if isinstance(agent, SandboxedPolicy):  # an external agent's policy runs in a sandbox of its own
+        session.header["policy_isolation"] = agent.reason
     try:
         info = session.start()
     except Exception as error:
@@ -680,7 +683,14 @@ def play(session: Session, agent: Agent) -> dict:
                 session.save_transcript()
             except Exception:
                 pass
-    return session.finish()
+    result = session.finish()
+    close = getattr(agent, "close", None)  # a sandboxed policy's process ends with its episode
+    if callable(close):
+        try:
+            close()
+        except Exception:
+            pass
+    return result
 
 
 def run_episode(world_dir, agent: Agent, *, budget: Optional[float] = None, **options) -> dict:
