@@ -47,8 +47,8 @@ def run(world_dir: str, sections=SECTIONS) -> dict:
     }
 
 
-def print_table(report: dict, stream=sys.stdout) -> None:
-    print(format_console(report), file=stream)
+def print_table(report: dict, stream=None) -> None:
+    print(format_console(report), file=stream or sys.stdout)  # sys.stdout of the call, not of the import
 
 
 def main(argv: list | None = None) -> int:
