@@ -4,6 +4,11 @@ be written; a remote filesystem that connects and answers, within 30 s), the
 environment (``SOURCE_DATE_EPOCH``), the scheduler of
 ``cluster=address`` (answers within seconds), and the memory and disk a build
 of the requested size needs against what this machine and its workers have.
+The command lines (``pipeline.build``, ``pipeline.panel``) first run
+:func:`check_command`, which needs nothing of the machine and so runs for
+``--cfg job`` too: ``SOURCE_DATE_EPOCH``, and an ``out=`` that fsspec knows,
+can write and that outlives the process (not ``memory://``, which the Python
+API keeps).
 
 Each problem is a :class:`pipeline.config.ConfigError`: one line naming the
 field, the value and what is valid.  The size figures are estimates calibrated
