@@ -75,12 +75,17 @@ def test_kernels_cached_tells_a_cold_cache_from_a_warm_one(tmp_path):
     assert again.returncode == 0 and again.stdout.split() == ["True", "True"], again.stderr[-2000:]
     empty = tmp_path / "empty-numba-cache"
     empty.mkdir()
+    # each of the build's kernels, one by one: cold here (False), and never "cannot tell" (None,
+    # which a name that is not a cached numba kernel would give)
     code = ("from omegaconf import OmegaConf\n"
             "from pipeline.graph.warmup import build_kernels, kernels_cached\n"
-            "print(kernels_cached(build_kernels(OmegaConf.create({'vcf': True, 'genotype_zarr': True, 'imaging': 'npz'}))))\n")
+            "names = build_kernels(OmegaConf.create({'vcf': True, 'genotype_zarr': True, 'imaging': 'npz'}))\n"
+            "print(len(names), *[kernels_cached([n]) for n in names], kernels_cached(names))\n")
     cold = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={**env, "NUMBA_CACHE_DIR": str(empty)})
-    assert cold.returncode == 0 and cold.stdout.split() == ["False"], cold.stderr[-2000:]
+    assert cold.returncode == 0, cold.stderr[-2000:]
+    n, *states = cold.stdout.split()
+    assert int(n) == 8 and states == ["False"] * (int(n) + 1), cold.stdout
     assert [p for p in empty.rglob("*") if p.is_file()] == [], "asking must not compile"
 
 
@@ -140,6 +145,18 @@ def test_compile_note_hedges_when_the_cache_cannot_be_read(monkeypatch):
     monkeypatch.setattr(warmup, "kernels_cached", lambda names: False)
     assert run_mod.compile_note(SyncExecutor(), release) == warmup.compile_note(release)
     assert "mostly in vcf and imaging" in warmup.compile_note(release)
+
+
+def test_every_worker_of_a_cluster_answers_for_its_own_cache(local_cluster):
+    """On a Dask cluster the question goes to the workers (an address cluster's may be other
+    machines, with caches of their own): one definite answer per worker."""
+    from omegaconf import OmegaConf
+
+    from pipeline.graph import warmup
+
+    names = warmup.build_kernels(OmegaConf.create({"vcf": True, "genotype_zarr": True, "imaging": "npz"}))
+    states = local_cluster.on_workers(warmup.kernels_cached, names)
+    assert len(states) == 2 and all(state in (True, False) for state in states), states
 
 
 # ----------------------------------------------------------------------------- 2. ftp:// and SOURCE_DATE_EPOCH
