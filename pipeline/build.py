@@ -4,6 +4,11 @@ A Hydra app (``pipeline.cli``): the config is composed and validated, the machin
 checked, and each world built by ``pipeline.graph`` (config -> world parameters ->
 participant blocks -> population stage -> block outputs -> release and sealed
 writers -> manifests, release last).
+
+The generator (``pipeline.graph``: numpy, scipy, numba) is imported when a build
+starts, not with this module: the command's checks come first, so that what would
+break those imports (a malformed ``SOURCE_DATE_EPOCH``, which numpy's f2py parses
+when scipy loads it) is a one-line error and not a traceback.
 """
 from __future__ import annotations
 
@@ -11,8 +16,6 @@ import sys
 from typing import Any
 
 from . import config, kinds, preflight
-from .graph import build_world
-from .graph.executor import log
 from .outputs import Output
 
 
@@ -21,6 +24,8 @@ def build(resolved: Any, executor: Any = None, progress: bool = True, live: bool
     ``pipeline.graph``, another kind by its own build."""
     kind = kinds.for_resolved(resolved)
     if kind is kinds.BIOBANK:
+        from .graph import build_world
+
         return build_world(resolved, executor=executor, progress=progress, live=live)
     return kind.build(resolved, executor=executor, progress=progress)
 
@@ -29,14 +34,20 @@ def _prepare(overrides: list) -> config.Resolved:
     return config.load(overrides)
 
 
-def _check(plans: list) -> None:
-    # a multirun's builds run one after another on one cluster: the scheduler is tried once
-    preflight.check_all(plans)
+def _check(plans: list, machine: bool = True) -> None:
+    """The command's checks of every job: those that need nothing of the machine, then
+    (``machine``; not for ``--cfg``) memory, disk, the output location and the scheduler."""
+    for resolved in plans:
+        preflight.check_command(resolved)
+    if machine:
+        # a multirun's builds run one after another on one cluster: the scheduler is tried once
+        preflight.check_all(plans)
 
 
 def _task(cfg) -> int:
     """One build from Hydra's composed config (the task function of the app)."""
     from . import cli
+    from .graph.executor import log
 
     resolved = kinds.for_config(cfg).validate(cfg, config.read_seed_file(cfg.seeds))
     progress = bool(resolved.cfg.cluster.progress)

@@ -90,6 +90,31 @@ SEALED_FILES = {
 }
 #: Written by every build; the others only when the release has images.
 SEALED_REQUIRED = (TRUTH, LATENT, EVAL_MASK, ORACLE, WORLD_CONFIG, HIDDEN_MODEL, HIDDEN_PARTICIPANTS, MANIFEST)
+#: ``sealed/validation/``: the reports ``python -m pipeline.validate`` writes after the build
+#: (validation.json, validation.html).  They name the drivers and quote the hidden parameters,
+#: so they are sealed-grade and live with the truth they come from, never beside ``sealed/``.
+#: The sealed manifest is the build's record of what the build wrote: this one folder is outside
+#: it (neither listed when the manifest is made nor reported when it is checked), so validating
+#: a world changes none of the build's bytes and leaves its manifest valid.  No reader of the
+#: sealed bundle (scorer, oracle, audit) reads it.
+SEALED_REPORTS = "validation"
+
+
+def reports_dir(world_dir: str | os.PathLike) -> str:
+    """``<world_dir>/sealed/validation``: where a world's validation reports go by default."""
+    return os.path.join(os.fspath(world_dir), SEALED, SEALED_REPORTS)
+
+
+def sealed_grade_warning(folder: str | os.PathLike, world_dir: str | os.PathLike) -> str | None:
+    """The warning to print when a validation report is written outside the world's ``sealed/``
+    (``--out``); None when ``folder`` is inside it."""
+    sealed = os.path.realpath(os.path.join(os.fspath(world_dir), SEALED))
+    real = os.path.realpath(os.fspath(folder))
+    if real == sealed or real.startswith(sealed + os.sep):
+        return None
+    return (f"WARNING: {folder} now holds a validation report, which names the world's drivers and hidden "
+            f"parameters (as sealed/ does) and is outside {os.path.join(os.fspath(world_dir), SEALED)}: keep it "
+            "from anyone (or any agent) who may see the release only")
 
 
 class BundleError(Exception):
@@ -213,15 +238,24 @@ def read_sealed(sealed_dir: str | os.PathLike, name: str) -> Any:
     return np.load(path, allow_pickle=False)
 
 
-def manifest_problems(fs, root: str, listed: dict, hashes: bool = True, threads: int = 4) -> list[str]:
-    """Every way the files under ``root`` (an fsspec filesystem) differ from the manifest's
-    ``listed`` entries (path -> entry): missing, unlisted, another size, another SHA-256."""
+def outside_manifest(rel: str, kind: str = RELEASE) -> bool:
+    """Whether ``rel`` (a path relative to a ``kind`` folder) is outside that folder's manifest:
+    the manifest itself, and in ``sealed/`` the reports folder :data:`SEALED_REPORTS`."""
+    if rel == MANIFEST:
+        return True
+    return kind == SEALED and (rel == SEALED_REPORTS or rel.startswith(SEALED_REPORTS + "/"))
+
+
+def manifest_problems(fs, root: str, listed: dict, hashes: bool = True, threads: int = 4, kind: str = RELEASE) -> list[str]:
+    """Every way the files under ``root`` (an fsspec filesystem; a ``kind`` folder) differ from
+    the manifest's ``listed`` entries (path -> entry): missing, unlisted, another size, another
+    SHA-256.  What :func:`outside_manifest` names is not looked at."""
     from concurrent.futures import ThreadPoolExecutor
 
     present = {}
     for path, info in fs.find(root, detail=True).items():
         rel = posixpath.relpath(path, root)
-        if rel != MANIFEST:
+        if not outside_manifest(rel, kind):
             present[rel] = int(info["size"])
     problems = [f"{rel}: listed in the manifest but missing" for rel in sorted(set(listed) - set(present))]
     problems += [f"{rel}: present but not in the manifest" for rel in sorted(set(present) - set(listed))]
@@ -250,7 +284,8 @@ def verify(folder: str | os.PathLike, kind: str = RELEASE) -> list[str]:
         doc = read_manifest(folder, kind)
     except BundleError as exc:
         return [str(exc)]
-    return manifest_problems(fsspec.filesystem("file"), os.path.abspath(folder), {f["path"]: f for f in doc["files"]})
+    return manifest_problems(fsspec.filesystem("file"), os.path.abspath(folder), {f["path"]: f for f in doc["files"]},
+                             kind=kind)
 
 
 def describe_tables(release_dir: str | os.PathLike) -> dict:

@@ -8,6 +8,13 @@ Hydra parses the command line and runs the app, so its own flags work:
 * before Hydra runs anything that computes, every job is composed, validated
   and checked against the machine (``pipeline.preflight``); a problem is one
   line on stderr and exit status 2, with nothing written;
+* a key given twice (``out=a out=b``, ``world=x world=y``) is such an error,
+  where Hydra would silently take the last;
+* ``--cfg job`` (and ``--cfg all``) runs the same checks as a build before
+  printing, except those that ask the machine (memory, disk, the output
+  folder's permissions, a remote ``out=`` answering, the scheduler):
+  an invalid config fails exactly as its build would.  ``--cfg hydra`` and
+  ``--info`` only compose (they show Hydra's own settings);
 * the configs set Hydra to write nothing: no run folder, no ``.hydra/`` copy of
   the config (it holds the seed), no log file (``conf/config.yaml``).  Hydra's
   basic sweeper always saves the sweep's config as ``multirun.yaml`` in
@@ -103,6 +110,7 @@ def job_overrides(overrides: list, multirun: bool) -> list:
     """The override list of every job: one job, or the sweep expanded as Hydra's
     basic sweeper expands it."""
     parsed = config.parse_overrides(overrides, multirun=multirun)
+    config.check_unique_keys(parsed)
     if not multirun:
         return [list(overrides)]
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -125,13 +133,15 @@ def run(app: App, argv: Optional[list] = None) -> int:
             return fail(f"{flag}: {app.name} composes its own configs (pipeline/conf); valid: overrides such as world=<id> "
                         "scale=<size> out=<path>, or a world file added to pipeline/conf/world/")
     computes = not (args.help or args.hydra_help or args.shell_completion or args.cfg or args.info)
+    shows_job = args.cfg in ("job", "all")
     extra = []
     try:
-        if args.cfg or args.info:
-            config.compose(args.overrides, config_name=app.config_name)  # syntax and types, as one line
-        elif computes:
+        if computes or shows_job:
             plans = [app.prepare(job) for job in job_overrides(args.overrides, args.multirun)]
-            app.check(plans)
+            app.check(plans, machine=computes)
+        elif args.cfg or args.info:
+            for job in job_overrides(args.overrides, args.multirun):  # syntax, sweeps and repeated keys
+                config.compose(job, config_name=app.config_name)  # types, as one line
     except config.ConfigError as exc:
         return fail(str(exc))
     SESSION.status = 0

@@ -88,6 +88,21 @@ def parse_overrides(overrides: list[str], multirun: bool = False) -> list:
     return parsed
 
 
+def check_unique_keys(parsed: list) -> None:
+    """A command line names each key once: Hydra would apply ``out=a out=b`` in turn, so
+    the last silently wins, and ``world=x world=y`` builds y.  ``parsed``: the overrides
+    as :func:`parse_overrides` returns them (``+key``, ``++key`` and ``~key`` are the same
+    key as ``key``).  The Python API (:func:`compose`, :func:`load`) keeps Hydra's rule,
+    the last wins, for callers that append to a list of overrides."""
+    seen: dict = {}
+    for ov in parsed:
+        key = ov.key_or_group + (f"@{ov.package}" if ov.package else "")
+        if key in seen:
+            raise ConfigError(f"{key}: given twice ({seen[key]} and {ov.input_line}), and only the last would count; "
+                              f"valid: {key} once")
+        seen[key] = ov.input_line
+
+
 def compose(overrides: list[str] | None = None, config_name: str = "config"):
     """Compose a config of ``conf/`` with command-line style overrides (no run folder)."""
     from hydra import compose as hydra_compose

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import __version__
-from .bundle import FORMAT_VERSION, MANIFEST, manifest_problems, source_date
+from .bundle import FORMAT_VERSION, MANIFEST, RELEASE, SEALED, manifest_problems, outside_manifest, source_date
 from .outputs import Output
 
 
@@ -30,11 +30,17 @@ def _hash_file(fs, path: str) -> tuple:
     return size, h.hexdigest()
 
 
+def bundle_kind(root: str) -> str:
+    """``sealed`` for a world's sealed folder (``<out>/<id>/sealed``), else ``release``."""
+    return SEALED if posixpath.basename(root.rstrip("/")) == SEALED else RELEASE
+
+
 def list_files(fs: Any, root: str) -> list:
+    kind = bundle_kind(root)
     out = []
     for path in sorted(fs.find(root)):
         rel = posixpath.relpath(path, root)
-        if rel == MANIFEST or rel.endswith(".wip"):
+        if outside_manifest(rel, kind) or rel.endswith(".wip"):
             continue
         out.append(rel)
     return sorted(out)
@@ -78,4 +84,4 @@ def verify(output: Output, root: str) -> list:
     if not output.exists(path):
         return [f"{root}: no {MANIFEST}: the bundle is incomplete"]
     doc = json.loads(output.read_bytes(path))
-    return manifest_problems(output.fs, root, {f["path"]: f for f in doc["files"]})
+    return manifest_problems(output.fs, root, {f["path"]: f for f in doc["files"]}, kind=bundle_kind(root))

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from . import config, preflight
 from .build import build
-from .graph.executor import log, make_executor
 from .manifest import MANIFEST
 from .outputs import Output
 
@@ -68,9 +67,18 @@ def prepare(overrides: list) -> Plan:
     return Plan(str(cfg.panel.id), resolved, jobs)
 
 
-def check(plans: list) -> None:
+def check(plans: list, machine: bool = True) -> None:
+    """The command's checks (``pipeline.build``'s, for every world of every panel)."""
     for plan in plans:
-        preflight.check_all(plan.worlds, concurrent=min(plan.jobs, len(plan.worlds)))
+        for resolved in plan.worlds:
+            preflight.check_command(resolved)
+    if machine:
+        for plan in plans:
+            check_machine(plan)
+
+
+def check_machine(plan: Plan) -> None:
+    preflight.check_all(plan.worlds, concurrent=min(plan.jobs, len(plan.worlds)))
 
 
 def resolve_panel(panel_id: str, overrides: list) -> list:
@@ -89,12 +97,14 @@ def status(resolved) -> dict:
 
 def run(panel_id: str, overrides: list, jobs: int = 4, executor=None) -> list:
     plan = prepare([f"panel={panel_id}", f"jobs={jobs}", *overrides])
-    check([plan])
+    check_machine(plan)  # the Python API: memory:// is fine within one process
     return execute(plan, executor)
 
 
 def execute(plan: Plan, executor=None) -> list:
     """Build a checked panel; returns one row per world (see print_table)."""
+    from .graph.executor import log, make_executor
+
     panel_id, worlds, jobs = plan.panel_id, plan.worlds, plan.jobs
     cluster_cfg = worlds[0].cfg.cluster
     own = executor is None

@@ -4,8 +4,11 @@
 
 Prints every figure beside its target and tolerance, writes ``validation.json``
 and a self-contained ``validation.html`` (plots embedded) into ``--out``
-(default: ``<world_dir>/validation``, outside both bundles), and exits 1 when
-any figure is off its tolerance.
+(default: ``<world_dir>/sealed/validation``), and exits 1 when any figure is off
+its tolerance.  The report names the drivers and quotes hidden parameters, so it
+is sealed-grade: by default it stays inside ``sealed/``, in the one folder the
+sealed manifest leaves out (``pipeline.bundle.SEALED_REPORTS``), and anywhere
+else ``--out`` puts it a warning on stderr says what it holds.
 """
 from __future__ import annotations
 
@@ -44,8 +47,8 @@ def run(world_dir: str, sections=SECTIONS) -> dict:
     }
 
 
-def print_table(report: dict, stream=sys.stdout) -> None:
-    print(format_console(report), file=stream)
+def print_table(report: dict, stream=None) -> None:
+    print(format_console(report), file=stream or sys.stdout)  # sys.stdout of the call, not of the import
 
 
 def main(argv: list | None = None) -> int:
@@ -63,7 +66,8 @@ def biobank_main(argv: list) -> int:
     """Validation of a biobank world."""
     ap = argparse.ArgumentParser(prog="python -m pipeline.validate", description=__doc__.splitlines()[0])
     ap.add_argument("world_dir")
-    ap.add_argument("--out", default=None, help="folder for validation.json and validation.html")
+    ap.add_argument("--out", default=None, help="folder for validation.json and validation.html "
+                    "(default: <world_dir>/sealed/validation; the report is sealed-grade)")
     ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
     args = ap.parse_args(argv)
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -77,7 +81,9 @@ def biobank_main(argv: list) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print_table(report)
-    out = args.out or os.path.join(report["world_dir"], "validation")
+    from .bundle import reports_dir, sealed_grade_warning
+
+    out = args.out or reports_dir(report["world_dir"])
     os.makedirs(out, exist_ok=True)
     from .validation.report import write_html
 
@@ -85,7 +91,10 @@ def biobank_main(argv: list) -> int:
     with open(os.path.join(out, "validation.json"), "w") as fh:
         json.dump(doc, fh, indent=2)
     write_html(report, os.path.join(out, "validation.html"))
-    print(f"report: {os.path.join(out, 'validation.html')}")
+    print(f"report: {os.path.join(out, 'validation.html')} (and validation.json; sealed-grade: they name the drivers)")
+    warning = sealed_grade_warning(out, report["world_dir"])
+    if warning:
+        print(warning, file=sys.stderr)
     return 0 if report["passed"] else 1
 
 

@@ -177,6 +177,15 @@ MALFORMED = [
     ("config-dir-flag", [W, "--config-dir={tmp}"], "--config-dir"),
     ("unknown-flag", [W, "--bogus"], "arguments: unrecognized arguments: --bogus"),
     ("source-date-epoch", [W], "SOURCE_DATE_EPOCH"),
+    # issue 25: what a new user tried
+    ("out-ftp-refused", [W, "out=ftp://127.0.0.1:{port}/worlds"], "out: 'ftp://127.0.0.1:"),
+    ("out-read-only", [W, "out=zip://worlds.zip"], "out: 'zip://worlds.zip' is on a read-only filesystem"),
+    ("out-memory", [W, "out=memory://worlds"], "out: 'memory://worlds' is an in-memory filesystem"),
+    ("out-twice", [W, "out={tmp}/w1", "out={tmp}/w2"], "out: given twice"),
+    ("world-twice", [W, "world=null-01"], "world: given twice"),
+    ("field-twice", [W, "scale.imaged=100", "scale.imaged=200"], "scale.imaged: given twice"),
+    ("added-and-set", [W, "+world.seed=0x1", "world.seed=0x2"], "world.seed: given twice"),
+    ("sweep-twice", ["-m", "world=standard-01,null-01", "world=standard-02", "out={tmp}/out"], "world: given twice"),
 ]
 
 

@@ -9,7 +9,8 @@
 
 Worlds are built under $DTW_PAPER_OUT (default: a pytest temporary folder).  A
 paper-scale world with images is about 16 GB; after its checks the image folders are
-removed (the validation report, with its plots, stays) unless DTW_PAPER_KEEP=1.
+removed (the validation report, with its plots, stays in sealed/validation/) unless
+DTW_PAPER_KEEP=1.
 """
 import os
 import secrets
@@ -46,9 +47,12 @@ def _write_report(world_dir, report):
     from pipeline.validate import print_table
     from pipeline.validation.report import write_html
 
-    os.makedirs(os.path.join(world_dir, "validation"), exist_ok=True)
-    write_html(report, os.path.join(world_dir, "validation", "validation.html"))
-    with open(os.path.join(world_dir, "validation", "table.txt"), "w") as fh:
+    from pipeline.bundle import reports_dir
+
+    folder = reports_dir(world_dir)  # sealed/validation: the report names the drivers
+    os.makedirs(folder, exist_ok=True)
+    write_html(report, os.path.join(folder, "validation.html"))
+    with open(os.path.join(folder, "table.txt"), "w") as fh:
         print_table(report, fh)
     if not os.environ.get("DTW_PAPER_KEEP"):
         for folder in ("imaging", "imaging_visit2"):

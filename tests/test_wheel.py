@@ -117,13 +117,20 @@ print(paths.DEV_SEEDS_DIR)
     assert "site-packages/pipeline/conf/world" in proc.stdout
 
 
-def test_installed_entry_points_are_hydra_apps(installed):
+def test_installed_entry_points_are_hydra_apps(installed, tmp_path):
     _, python, elsewhere = installed
     proc = _run(python, ["-m", "pipeline.build", "--help"], elsewhere)
     assert proc.returncode == 0 and "world: all-biases" in proc.stdout, proc.stderr
     proc = _run(python.parent / "dtw-build", ["--cfg", "job", "world=standard-01"], elsewhere)
     assert proc.returncode == 0 and "id: standard-01" in proc.stdout, proc.stderr
+    # --cfg job checks what the panel's build would: its held-out worlds need their seeds
     proc = _run(python.parent / "dtw-panel", ["--cfg", "job"], elsewhere)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: world.seed: world 'heldout-"), proc.stderr
+    from pipeline.panel import panel_worlds
+
+    seeds = tmp_path / "seeds.yaml"
+    seeds.write_text("".join(f"{w}: '0x{(1 << 127) | i:032x}'\n" for i, w in enumerate(panel_worlds("paper-v1")) if w.startswith("heldout")))
+    proc = _run(python.parent / "dtw-panel", ["--cfg", "job", f"seeds={seeds}"], elsewhere)
     assert proc.returncode == 0 and "heldout-dcm-01" in proc.stdout, proc.stderr
     proc = _run(python, ["-m", "pipeline.build"], elsewhere)
     assert proc.returncode == 2 and proc.stderr.startswith("error: world: none chosen"), proc.stderr

@@ -51,6 +51,10 @@ class SyncExecutor:
 
         (fn or warm_up)()
 
+    def on_workers(self, fn: Callable, *args) -> list:
+        """``fn(*args)`` where the tasks run (here), as a one-item list."""
+        return [fn(*args)]
+
     def close(self) -> None:
         pass
 
@@ -111,6 +115,10 @@ class DaskExecutor:
         from .warmup import warm_up
 
         self.client.run(fn or warm_up)
+
+    def on_workers(self, fn: Callable, *args) -> list:
+        """``fn(*args)`` on every worker (each worker's own answer, e.g. about its machine)."""
+        return list(self.client.run(fn, *args).values())
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

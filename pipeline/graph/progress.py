@@ -110,6 +110,12 @@ class Progress:
             self._print(line, final=True)
         self._name = None
 
+    def note(self, text: str) -> None:
+        """One line about the build (``[world] text``) between the stage lines; on a terminal
+        it is printed above the stage's live line, which the next tick redraws."""
+        if self.enabled:
+            self._print(f"[{self.world_id}] {text}", final=True)
+
     def track(self, future: Any) -> None:
         """Count a submitted task in the current stage."""
         with self._lock:

@@ -10,7 +10,7 @@ from .. import buildrecord, config, preflight
 from ..outputs import Output
 from ..world import sample_world
 from . import steps
-from .executor import Tracked, log, make_executor
+from .executor import Tracked, make_executor
 from .progress import Progress
 
 
@@ -41,6 +41,34 @@ def folder_size(output: Output) -> Callable[[], int]:
     return lambda: output.fs.du(output.root, total=True) if output.exists(output.root) else 0
 
 
+#: Said once per process: a panel's worlds start together and would each say it.
+_COMPILE_NOTED: list = []
+
+
+def compile_note(executor: Any, release: Any) -> str | None:
+    """What to say before the first stage when the build will compile the Numba kernels: on
+    a machine's first build nothing else would explain a stage sitting at ``0/N tasks`` for
+    a minute or more.  Asked of every worker (an address cluster's may be other machines);
+    None when every one has them cached.  When the cache cannot be read (another numba's
+    internals), the note is said, hedged."""
+    if _COMPILE_NOTED:
+        return None
+    from . import warmup
+
+    names = warmup.build_kernels(release)
+    run_there = getattr(executor, "on_workers", None)
+    try:
+        states = run_there(warmup.kernels_cached, names) if run_there else [warmup.kernels_cached(names)]
+    except Exception:  # noqa: BLE001 - a worker that cannot answer: cannot tell
+        states = [None]
+    if states and all(state is True for state in states):
+        return None
+    _COMPILE_NOTED.append(True)
+    if any(state is False for state in states):
+        return warmup.compile_note(release)
+    return "the numba kernels compile on a machine's first build, which takes about 90 s more on two cores (cached afterwards)"
+
+
 def build_world(resolved: config.Resolved, executor: Any = None, progress: bool = True, live: bool | None = None) -> dict:
     """Build one biobank world.  Machine checks (``pipeline.preflight``) run first,
     before any compute; ``executor`` is shared when given (a panel, a multirun) and
@@ -61,9 +89,13 @@ def build_world(resolved: config.Resolved, executor: Any = None, progress: bool 
     b = steps.Build(resolved, output, world, Tracked(executor, prog), prog)
     try:
         steps.init(b)
-        if b.resume and progress:
-            log(f"[{world.id}] resuming an interrupted build: finished partitions are reused when their hashes match")
+        if b.resume:
+            prog.note("resuming an interrupted build: finished partitions are reused when their hashes match")
         prog.start("population+genotypes")
+        if progress:
+            note = compile_note(executor, cfg.release)
+            if note:
+                prog.note(note)
         cores = steps.encode_core(b)
         prog.start("disease")
         steps.population(b, cores)

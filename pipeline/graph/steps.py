@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from .. import config
-from ..bundle import DATA_DICTIONARY_MD, DATA_DICTIONARY_TSV, GENOTYPE_STORE, GENOTYPES_VCF, MANIFEST, TABLE_SUFFIX
+from ..bundle import (DATA_DICTIONARY_MD, DATA_DICTIONARY_TSV, GENOTYPE_STORE, GENOTYPES_VCF, MANIFEST, SEALED_REPORTS,
+                      TABLE_SUFFIX)
 from ..manifest import build_manifest
 from ..modalities import cohort as cohort_mod
 from ..modalities import measurement, phenotypes
@@ -97,9 +98,11 @@ def prepare_work(output: Output, resolved: config.Resolved) -> bool:
 
 def init(b: Build) -> None:
     output, world, rel = b.output, b.world, b.cfg.release
-    # A rebuild starts by withdrawing the manifests, so nothing half-built looks complete.
+    # A rebuild starts by withdrawing the manifests, so nothing half-built looks complete,
+    # and the validation reports of the world it replaces (sealed/validation, outside the manifest).
     output.rm(posixpath.join(output.release, MANIFEST))
     output.rm(posixpath.join(output.sealed, MANIFEST))
+    output.rm(posixpath.join(output.sealed, SEALED_REPORTS))
     b.resume = prepare_work(output, b.resolved)
     b.world_f = b.executor.scatter(world)
     b.groups = block_groups(world, int(b.cfg.cluster.chunk_blocks))

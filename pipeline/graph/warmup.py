@@ -1,8 +1,68 @@
 """Warm-up: every worker loads (or compiles) the Numba kernels before the timed
-build starts, so no task's timing includes a compilation."""
+build starts, so no task's timing includes a compilation; and whether a build will
+compile them (a cold on-disk cache), so that it can say so before it sits waiting.
+
+A build does not warm up (``scripts/bench.py`` does): each kernel compiles in the
+first task that calls it, on every worker, and is cached on disk (``cache=True``,
+``kernels/numba_util.py``) for every later process.  On two cores the first build
+of an installation spends about 90 s compiling, mostly in its ``vcf`` and
+``imaging`` stages; :func:`kernels_cached` tells that case apart.
+"""
 from __future__ import annotations
 
+import hashlib
+import importlib
+from typing import Optional
+
 import numpy as np
+
+def compile_note(release) -> str:
+    """The line a build says before compiling the kernels for ``release`` (a cold cache)."""
+    stages = [name for name, on in (("vcf", release.vcf), ("imaging", release.imaging != "none")) if on]
+    where = f", mostly in {' and '.join(stages)}" if stages else ""
+    return ("compiling the numba kernels as the stages first use them (first build on this machine: up to about 90 s "
+            f"more on two cores{where}; cached afterwards)")
+
+
+def build_kernels(release) -> list:
+    """(module, name) of the kernels a biobank build with ``release`` (the ``release``
+    config group) calls from Python, each compiling the kernels it calls with it: the
+    cold-cache test looks at these.  Only kernels every such build calls are listed, so a
+    build never reports a compilation it will not do."""
+    names = [("kernels.genotypes", "haplotype_chains"), ("kernels.linalg", "matmul_ordered"),
+             ("kernels.omics", "molecule_bio"), ("kernels.omics", "mix_transcripts")]
+    if release.vcf or release.genotype_zarr:
+        names.append(("kernels.genotypes", "sample_major_to_variant_major"))
+    if release.vcf:
+        names.append(("kernels.vcf_encode", "format_and_deflate_vcf_chunk"))
+    if release.imaging != "none":
+        names.append(("kernels.mri", "render_batch"))
+    if release.imaging == "npz":
+        names.append(("kernels.deflate", "deflate_member"))
+    return names
+
+
+def kernels_cached(names: list) -> Optional[bool]:
+    """Whether every kernel of ``names`` ((module, name) pairs) has a compiled version in
+    its on-disk cache that this process would load: one for this machine's CPU and the
+    kernel's current bytecode, in an index numba reads (its version, the source file's
+    stamp).  False when one has none (the build will compile it); None when it cannot be
+    told (numba's cache internals, which this reads, have changed)."""
+    import numba
+
+    if numba.config.DISABLE_JIT:
+        return True  # nothing compiles
+    try:
+        for module, name in names:
+            dispatcher = getattr(importlib.import_module(module), name)
+            index = dispatcher._cache._cache_file._load_index()  # {} when absent, stale or another numba's
+            magic = dispatcher.targetctx.codegen().magic_tuple()
+            code = hashlib.sha256(dispatcher.py_func.__code__.co_code).hexdigest()
+            if not any(key[1] == magic and key[2][0] == code for key in index):
+                return False
+    except Exception:  # noqa: BLE001 - private numba API: any change means "cannot tell"
+        return None
+    return True
 
 
 def warm_up() -> bool:

@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from .. import bundle
+
 SAMPLE = 2000
 GEOMETRY_SAMPLE = 300
 BOND_TOLERANCE = 0.15  # Å, largest |length - MMFF94 r0| allowed
@@ -257,7 +259,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m pipeline.validate <screening world dir>")
         return 2
     report = validate(argv[0])
-    out = Path(argv[0]) / "validation"
+    # sealed-grade (the hidden score's figures): inside sealed/, outside its manifest (pipeline.bundle.SEALED_REPORTS)
+    out = Path(bundle.reports_dir(argv[0]))
     out.mkdir(exist_ok=True)
     (out / "validation.json").write_text(json.dumps(report, indent=2, default=float))
     for c in report["checks"]:
@@ -265,4 +268,5 @@ def main(argv: list[str]) -> int:
     s = report["score"]
     print(f"score: threshold {s['threshold']:.3f} for top-{s['top_k']}; hidden share {s['hidden_share_realised']:.3f}; "
           f"enrichment of the top-K in the top 1 % by target {s['enrichment_top1pct']['target']:.1f}x")
+    print(f"report: {out / 'validation.json'} (sealed-grade: it quotes the hidden score)")
     return 0 if report["ok"] else 1
