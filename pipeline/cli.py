@@ -121,6 +121,12 @@ def job_overrides(overrides: list, multirun: bool) -> list:
 
 def run(app: App, argv: Optional[list] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in argv:  # the project's version, as every entry point answers it (and Hydra's beside it)
+        from .commandline import version
+        import hydra
+
+        print(f"drugtargetworld {version()} (Hydra {hydra.__version__})")
+        return 0
     try:
         args = _parser().parse_args(argv)
     except _ArgumentError as exc:

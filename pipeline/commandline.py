@@ -87,6 +87,11 @@ class Option:
     required: bool = False
     positional: bool = False
     choices: Optional[tuple] = None
+    flag: bool = False  # may be given as --key (true) / --no-key (false) though not a plain bool
+
+    @property
+    def is_flag(self) -> bool:
+        return self.kind is bool or self.flag
 
     def convert(self, text: Any) -> Any:
         key = self.name
@@ -132,7 +137,7 @@ class Command:
         lines = [f"usage: python -m {self.prog} {positional} [key=value | --key value ...]".replace("  ", " "), "",
                  self.description.strip(), "", "options (key=value or --key value):"]
         for o in self.options:
-            flag = "" if o.kind is not bool else " (also --{0} / --no-{0})".format(o.name.replace("_", "-"))
+            flag = "" if not o.is_flag else " (also --{0} / --no-{0})".format(o.name.replace("_", "-"))
             need = " (required)" if o.required else ("" if o.default is None else f" (default {o.default})")
             choice = f" [{'|'.join(map(str, o.choices))}]" if o.choices else ""
             lines.append(f"  {o.name}{choice}{need}{flag}: {o.help}")
@@ -168,7 +173,7 @@ class Command:
                 key, sep, value = body.partition("=")
                 option = self._lookup(key)
                 if option is None and key.startswith("no-") and self._lookup(key[3:]) is not None \
-                        and self._lookup(key[3:]).kind is bool:
+                        and self._lookup(key[3:]).is_flag:
                     option, value, sep = self._lookup(key[3:]), "false", "="
                 if option is None and key.split(".", 1)[0] in groups:
                     if not sep:
@@ -180,7 +185,7 @@ class Command:
                 if option is None:
                     raise UsageError(f"--{key}: unknown option; valid: {self._valid()}")
                 if not sep:
-                    if option.kind is bool:
+                    if option.is_flag:
                         value = "true"
                     elif i < len(items):
                         value, i = items[i], i + 1

@@ -13,37 +13,49 @@ no usable oracle.json, a ledger that cannot be resumed).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 
+from .commandline import Command, Option
 from .oracle import KINDS, LedgerError, OracleError, Ledger, load_oracle, run_experiment
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pipeline.experiment", description=__doc__.split("\n\n")[0])
-    p.add_argument("--sealed", required=True, help="a world's sealed/ folder (holds oracle.json)")
-    # Not argparse choices: an unknown kind is answered with a refused payload, like the harness does.
-    p.add_argument("--kind", required=True, help=f"one of {', '.join(KINDS)}")
-    p.add_argument("--protein", required=True, help="protein identifier, e.g. PROT_0123")
-    p.add_argument("--paper-compat", action=argparse.BooleanOptionalAction, default=None,
-                   help="cell perturbation returns surv5y as the paper did (default: oracle.json's setting)")
-    p.add_argument("--realism", action=argparse.BooleanOptionalAction, default=None,
-                   help="off-target effects and knockdown assay noise (default: oracle.json's setting)")
-    p.add_argument("--ledger", help="JSON-Lines budget ledger to charge (created or resumed)")
-    p.add_argument("--budget", type=float, help="episode budget in dollars (required with --ledger)")
-    p.add_argument("--turn", type=int, default=0, help="turn number recorded in the ledger row (default 0)")
-    return p
+def _tristate(key: str, text: str):
+    from .commandline import to_bool
+
+    return None if str(text).lower() in ("none", "null", "default") else to_bool(key, text)
+
+
+COMMAND = Command("pipeline.experiment", __doc__.split("\n\n")[0], [
+    Option("sealed", "a world's sealed/ folder (holds oracle.json)", required=True),
+    # Not choices: an unknown kind is answered with a refused payload, like the harness does.
+    Option("kind", f"one of {', '.join(KINDS)}", required=True),
+    Option("protein", "protein identifier, e.g. PROT_0123", required=True),
+    Option("paper_compat", "cell perturbation returns surv5y as the paper did (default: oracle.json's setting)",
+           kind=_tristate, flag=True),
+    Option("realism", "off-target effects and knockdown assay noise (default: oracle.json's setting)", kind=_tristate,
+           flag=True),
+    Option("ledger", "JSON-Lines budget ledger to charge (created or resumed)"),
+    Option("budget", "episode budget in dollars (required with ledger)", kind=float),
+    Option("turn", "turn number recorded in the ledger row", kind=int, default=0),
+])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    return COMMAND.main(argv, _run)
+
+
+def _run(opts: dict) -> int:
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(**opts)
     if (args.ledger is None) != (args.budget is None):
-        parser.error("--ledger and --budget go together")
+        print("pipeline.experiment: error: ledger and budget go together", file=sys.stderr)
+        return 2
     if args.budget is not None and not (math.isfinite(args.budget) and args.budget >= 0):
-        parser.error(f"--budget: {args.budget!r} is invalid; valid: dollars >= 0")
+        print(f"pipeline.experiment: error: budget: {args.budget!r} is invalid; valid: dollars >= 0", file=sys.stderr)
+        return 2
     try:
         spec = load_oracle(args.sealed)
         if args.ledger is None:

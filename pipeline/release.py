@@ -17,7 +17,6 @@ sizes only), or whose ``format_version`` this reader does not know.
 """
 from __future__ import annotations
 
-import argparse
 import posixpath
 import sys
 from collections.abc import Iterator, Mapping
@@ -281,23 +280,36 @@ def _summary(rel: Release) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.release", description=__doc__.splitlines()[0])
-    ap.add_argument("path_or_url")
-    group = ap.add_mutually_exclusive_group()
-    group.add_argument("--no-verify", action="store_true", help="skip the size and SHA-256 check")
-    group.add_argument("--sizes-only", action="store_true", help="compare sizes only, not SHA-256")
-    ap.add_argument("--psam", default=None, help="write a plink2 .psam (sex from covariates.p31_i0) to this file")
-    args = ap.parse_args(argv)
-    try:
-        rel = open(args.path_or_url, verify=False if args.no_verify else ("sizes" if args.sizes_only else True))
-    except ReleaseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(_summary(rel))
-    if args.psam:
-        rel.write_psam(args.psam)
-        print(f"wrote {args.psam}")
-    return 0
+    from .commandline import Command, Option
+
+    command = Command("pipeline.release", __doc__.splitlines()[0], [
+        Option("path_or_url", "a world or release folder, or any fsspec URL", required=True, positional=True),
+        Option("verify", "check every file's size and SHA-256 against the manifest (sizes: sizes only)",
+               kind=lambda key, text: text if text == "sizes" else Option(key, "", kind=bool).convert(text),
+               default=True),
+        Option("no_verify", "skip the size and SHA-256 check (verify=false)", kind=bool, default=False),
+        Option("sizes_only", "compare sizes only, not SHA-256 (verify=sizes)", kind=bool, default=False),
+        Option("psam", "write a plink2 .psam (sex from covariates.p31_i0) to this file"),
+    ])
+
+    def run(args: dict) -> int:
+        if args["no_verify"] and args["sizes_only"]:
+            print("pipeline.release: error: no_verify and sizes_only: one of them; valid: verify=true|false|sizes",
+                  file=sys.stderr)
+            return 2
+        verify = False if args["no_verify"] else ("sizes" if args["sizes_only"] else args["verify"])
+        try:
+            rel = open(args["path_or_url"], verify=verify)
+        except ReleaseError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(_summary(rel))
+        if args["psam"]:
+            rel.write_psam(args["psam"])
+            print(f"wrote {args['psam']}")
+        return 0
+
+    return command.main(argv, run)
 
 
 if __name__ == "__main__":

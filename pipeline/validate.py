@@ -12,11 +12,11 @@ else ``--out`` puts it a warning on stderr says what it holds.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
+from .commandline import Command, Option
 from .validation.core import WorldDir, format_console
 
 SECTIONS = ("calibration", "mechanisms", "imaging")
@@ -51,39 +51,50 @@ def print_table(report: dict, stream=None) -> None:
     print(format_console(report), file=stream or sys.stdout)  # sys.stdout of the call, not of the import
 
 
+COMMAND = Command("pipeline.validate", "Statistical validation report of a built world (any kind).", [
+    Option("world_dir", "a built world: <out>/<id> holding release/ and sealed/", required=True, positional=True),
+    Option("out", "folder for the report (default: <world_dir>/sealed/validation; the report is sealed-grade)"),
+    Option("only", f"comma-separated sections of a biobank world: {', '.join(SECTIONS)}"),
+])
+
+
 def main(argv: list | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
     from . import kinds
 
-    world_dir = next((a for a in argv if not a.startswith("-")), None)
-    kind = kinds.for_world(world_dir) if world_dir is not None else kinds.BIOBANK
-    if kind is not kinds.BIOBANK:  # another kind of world validates itself
-        return kind.validate_main(argv)
-    return biobank_main(argv)
+    def run(args: dict) -> int:
+        kind = kinds.for_world(args["world_dir"])
+        if kind is not kinds.BIOBANK:  # another kind of world validates itself
+            extra = [k for k in ("out", "only") if args[k] is not None]
+            if extra:
+                print(f"pipeline.validate: error: {extra[0]}: not an option for a {kind.name} world", file=sys.stderr)
+                return 2
+            return kind.validate_main([args["world_dir"]])
+        return biobank(args)
+
+    return COMMAND.main(argv, run)
 
 
 def biobank_main(argv: list) -> int:
+    """Validation of a biobank world (its own command line, kept for callers of earlier versions)."""
+    return COMMAND.main(argv, biobank)
+
+
+def biobank(args: dict) -> int:
     """Validation of a biobank world."""
-    ap = argparse.ArgumentParser(prog="python -m pipeline.validate", description=__doc__.splitlines()[0])
-    ap.add_argument("world_dir")
-    ap.add_argument("--out", default=None, help="folder for validation.json and validation.html "
-                    "(default: <world_dir>/sealed/validation; the report is sealed-grade)")
-    ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
-    args = ap.parse_args(argv)
-    sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    sections = [s.strip() for s in (args["only"] or ",".join(SECTIONS)).split(",") if s.strip()]
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
-        print(f"error: --only: unknown section {unknown[0]!r}; valid: {', '.join(SECTIONS)}", file=sys.stderr)
+        print(f"error: only: unknown section {unknown[0]!r}; valid: {', '.join(SECTIONS)}", file=sys.stderr)
         return 2
     try:
-        report = run(args.world_dir, sections)
+        report = run(args["world_dir"], sections)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print_table(report)
     from .bundle import reports_dir, sealed_grade_warning
 
-    out = args.out or reports_dir(report["world_dir"])
+    out = args["out"] or reports_dir(report["world_dir"])
     os.makedirs(out, exist_ok=True)
     from .validation.report import write_html
 

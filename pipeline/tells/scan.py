@@ -44,7 +44,6 @@ co-regulated pairs on every statistic, pooled across worlds as above.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -479,27 +478,27 @@ def analyse_all(root: str, jobs: int = 1, only: Optional[list] = None, cache: Op
 
 
 def main(argv: Optional[list] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.audit --tells",
-                                 description="tell scan: role kinds singled out by role-blind statistics across worlds")
-    ap.add_argument("root", help="a folder holding built worlds (<root>/<id>/release and sealed)")
-    ap.add_argument("--json-out", help="write the full report as JSON here (default <root>/tells.json)")
-    ap.add_argument("--alpha", type=float, default=0.01, help="family-wise false-positive rate of the scan (default 0.01)")
-    ap.add_argument("--jobs", type=int, default=1, help="worlds analysed in parallel")
-    ap.add_argument("--worlds", help="comma-separated world ids to include (default: all)")
-    ap.add_argument("--cache", help="keep per-world analyses here and reuse them while worlds and code are unchanged")
-    args = ap.parse_args(argv)
-    if not 0 < args.alpha < 1:
-        ap.error(f"--alpha: {args.alpha} is out of range; valid: 0 < alpha < 1")
-    if not os.path.isdir(args.root):
-        print(f"error: --tells {args.root}: no such folder; valid: a folder holding built worlds", file=sys.stderr)
+    """``python -m pipeline.audit --tells <root> ...`` (the audit's command line parses the options)."""
+    from ..audit.cli import main as audit_main
+
+    return audit_main(["--tells", *(argv if argv is not None else sys.argv[1:])])
+
+
+def scan_main(root: str, *, json_out: Optional[str] = None, alpha: float = 0.01, jobs: int = 1,
+              worlds: Optional[str] = None, cache: Optional[str] = None) -> int:
+    """The tell scan over the worlds under ``root``: the report printed and written as JSON."""
+    if not 0 < alpha < 1:
+        print(f"error: alpha: {alpha} is out of range; valid: 0 < alpha < 1", file=sys.stderr)
+        return 2
+    if not os.path.isdir(root):
+        print(f"error: --tells {root}: no such folder; valid: a folder holding built worlds", file=sys.stderr)
         return 2
     try:
-        report = run(args.root, args.alpha, max(1, args.jobs), args.worlds.split(",") if args.worlds else None,
-                     cache=args.cache)
+        report = run(root, alpha, max(1, jobs), worlds.split(",") if worlds else None, cache=cache)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    out = args.json_out or os.path.join(args.root, "tells.json")
+    out = json_out or os.path.join(root, "tells.json")
     with open(out, "w") as fh:
         json.dump(_json_ready(report), fh, indent=1)
     print(format_report(report))
