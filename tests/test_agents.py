@@ -159,7 +159,7 @@ def test_openai_transport_failure_ends_the_episode_and_scores_work(tiny_world_no
     phenotype = ("```python\ncov = pd.read_parquet(os.path.join(RELEASE, 'ecg_features.parquet'))\n"
                  "pd.DataFrame({'subject_id': cov.index, 'phenotype': cov['qrs'].to_numpy()}).to_csv(OUT_CSV, index=False)\n```")
     with StubChatServer([phenotype, 500, 500]) as server:
-        agent = OpenAIChatAgent(base_url=server.base_url, model="m", retries=1)
+        agent = OpenAIChatAgent(base_url=server.base_url, model="m", retries=1, retry_base_s=0.01)
         result = run_episode(tiny_world_noimaging, agent, budget=0, out=tmp_path / "fail", timeout=60, isolation="auto")
     assert len(server.requests) == 3
     assert result["episode"]["exit_reason"] == "transport_failure" and "HTTP 500" in result["episode"]["exit_detail"]
@@ -193,7 +193,7 @@ def test_openai_history_window_drops_whole_old_exchanges():
 
 
 def test_cli_drives_the_openai_adapter(tiny_world_noimaging, tmp_path):
-    with StubChatServer([FINISH]) as server:
+    with StubChatServer(["OK", FINISH]) as server:  # the CLI's preflight request, then the episode's
         done = subprocess.run(
             [sys.executable, "-m", "pipeline.episode", f"world_dir={tiny_world_noimaging}", "agent=openai_chat",
              "budget=0", f"out={tmp_path / 'cli-chat'}", f"agent.base_url={server.base_url}", "agent.model=stub",
@@ -202,7 +202,9 @@ def test_cli_drives_the_openai_adapter(tiny_world_noimaging, tmp_path):
         )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["episode"]["exit_reason"] == "submitted"
-    assert server.requests[0]["model"] == "stub" and server.requests[0]["temperature"] == 0.5
+    preflight, first = server.requests
+    assert preflight["max_tokens"] == 1 and preflight["temperature"] == 0.5
+    assert first["model"] == "stub" and first["temperature"] == 0.5 and "max_tokens" not in first
 
 
 # ----------------------------------------------------------------------------- the benchmark ordering (slow)

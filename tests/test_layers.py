@@ -62,7 +62,7 @@ STAGES = (
     ("build", ("pipeline.build", "pipeline.panel", "pipeline.cli", "pipeline.screening.build")),
     # after the build: what reads, judges or plays a built world
     ("judging", JUDGING + ("pipeline.validate", "pipeline.validation", "pipeline.experiment", "pipeline.harness",
-                           "pipeline.agents", "pipeline.episode", "pipeline.screening.validate",
+                           "pipeline.agents", "pipeline.episode", "pipeline.chat_check", "pipeline.screening.validate",
                            "pipeline.screening.episode", "pipeline.screening.agents", "pipeline.screening.runtime",
                            "pipeline.screening.prompt", "pipeline.screening.strategy_code",
                            "pipeline.screening.calibrate", "pipeline.evaluate")),

@@ -1,35 +1,201 @@
 """A policy backed by an OpenAI-compatible chat endpoint (``POST <base_url>/chat/completions``).
 
-The conversation follows S3.2: the system message is the task instructions,
-each user message is an observation, and in the history each assistant turn
-is only the code the harness extracted from that reply (fenced), never the
-reply's prose; a reply without code is carried as "(no code)".  Uses urllib
-only.  The API key is read from the environment variable named by
-``api_key_env`` (no key, no Authorization header: local servers rarely want
-one).
+Two protocols (``protocol=``):
 
-A transport failure (HTTP error after the retries, unreadable JSON, a reply
-without content) raises ``TransportError``; the harness then ends the episode
-and scores what WORK holds.
+``code_fence`` (the default; S3.2, the paper's loop)
+    The system message is the task instructions, each user message an observation, and
+    in the history each assistant turn is only the code the harness extracted from that
+    reply (fenced), never the reply's prose; a reply without code is carried as
+    "(no code)".
+``tools``
+    The model is given the episode's tools (``info.tools``: ``run_python`` first, then the
+    kind's actions) as OpenAI function tools, and the system message is the instructions
+    plus ``info.tool_note``.  The history is a proper chat history: the assistant messages
+    with their ``tool_calls``, and one ``role: tool`` message answering each call's id
+    with what the harness answered (``observation.tool_results``); a reply without tool
+    calls is answered by a user message holding the observation.  Tool calls reach the
+    harness as they came (``ToolCall(name, arguments JSON text, id)``): arguments that are
+    not JSON, not an object or too long, and tools the episode does not have, are refused
+    there with a notice the model reads in the tool message; the adapter notes them as
+    events for the transcript.  Calls without an id (some local servers) get one.
 
-``max_history_chars`` bounds the prompt: when the messages exceed it, the
-oldest exchanges after the opening message are dropped and a note says how
-many.  S3.2's model-written summaries are not reproduced.
+Every ``act()`` returns a :class:`~pipeline.agents.tools.Reply` with the endpoint's
+reported ``usage`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens`` and, when
+reported as ``prompt_tokens_details.cached_tokens``, ``cached_tokens``), its cost when a
+price table is given (``price_in_per_mtok``, ``price_out_per_mtok`` and optionally
+``price_cached_in_per_mtok``, US dollars per million tokens; cached prompt tokens are
+billed at the cached price, or the input price without one; ``cost_usd`` is None without
+a price table), the latency (the request(s) behind the reply, retries included) and
+events (retries, a refusal, a cut reply, refused tool calls).
+
+Failures.  A 429, 408 or 5xx status, a connection error, a timeout, a body that is not
+JSON or not a chat completion, and a body larger than ``max_response_bytes`` (an endless
+or runaway response) are retried with exponential backoff and jitter (``retry_base_s``
+doubling, at most ``retries`` times), honouring ``Retry-After`` (and ``retry-after-ms``),
+while the sum of the waits stays within ``max_retry_wait_s``; any other 4xx is not
+retried.  A request is abandoned after ``request_timeout`` seconds (connecting,
+waiting or reading: the body is read against a deadline, so a trickling stream cannot
+hold it).  When the retries are spent, ``TransportError`` (one line) is raised: the
+harness records it as the exit reason ``transport_failure`` and scores what WORK holds.
+A refusal (``message.refusal``, or ``finish_reason`` "content_filter") and an empty reply
+are turns without code: the turn is used, the event recorded and (``tools``) the next
+message says so.
+
+``preflight()`` sends one minimal request (the episode's parameters, a 1-token limit; with
+``tools`` a trivial tool as well) before the first turn and returns None or a one-line
+problem (server down, 401, unknown model or route, a parameter the model refuses, not
+JSON); ``pipeline.episode`` refuses to start on a problem.  ``probe()`` is the fuller check
+of ``python -m pipeline.chat_check``.
+
+The API key is read from the environment variable named by ``api_key_env`` (no key, no
+Authorization header: local servers rarely want one); the key is never logged.
+``max_history_chars`` bounds the prompt: the oldest exchanges after the opening message
+are dropped whole (an assistant message with every tool message answering it) and a note
+says how many; the latest exchange is always kept.  S3.2's model-written summaries are not
+reproduced.  Uses urllib only.
 """
 from __future__ import annotations
 
+import email.utils
+import http.client
 import json
+import math
 import os
+import random
+import re
 import time
 import urllib.error
 import urllib.request
-from typing import Optional
+from typing import Any, Optional
 
 from .base import Agent, EpisodeInfo, Observation, fenced
+from .tools import MAX_ARGUMENT_CHARS, RUN_PYTHON, Reply, ToolCall, ToolSpec
+
+PROTOCOLS = ("code_fence", "tools")
+#: Tool calls of one reply passed on (the rest are dropped, with an event and a notice).
+MAX_TOOL_CALLS_PER_REPLY = 64
+#: Characters of a reply's prose kept in the ``tools`` history.
+HISTORY_TEXT_CAP = 20_000
+#: Longest computed backoff between two attempts (a longer Retry-After is honoured, within max_retry_wait_s).
+MAX_SINGLE_WAIT_S = 60.0
+_RESERVED_BODY = ("model", "messages", "tools")
+_NAME_OK = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: The trivial tool of ``preflight()`` and ``probe()`` under the tools protocol.
+PING = ToolSpec("ping", "Connection check: call this tool with the word you are asked for.",
+                {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"],
+                 "additionalProperties": False})
 
 
 class TransportError(RuntimeError):
-    """The endpoint could not produce a reply."""
+    """The endpoint could not produce a reply (after the retries).  The message is one line;
+    ``status`` is the last HTTP status (None for a connection or body problem)."""
+
+    def __init__(self, message: str, status: Optional[int] = None):
+        super().__init__(message)
+        self.status = status
+
+
+class _Failure(Exception):
+    """One failed attempt: what happened, whether to retry, the server's Retry-After."""
+
+    def __init__(self, text: str, retryable: bool, retry_after: Optional[float] = None,
+                 status: Optional[int] = None):
+        super().__init__(text)
+        self.text, self.retryable, self.retry_after, self.status = text, retryable, retry_after, status
+
+
+def _line(text: Any, limit: int = 300) -> str:
+    """One printable line of at most ``limit`` characters."""
+    out = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def _number(name: str, value: Any, *, minimum: float = 0.0, optional: bool = True, integer: bool = False,
+            strict: bool = False) -> Any:
+    """An option's number, checked (one-line ValueError naming the option)."""
+    if value is None and optional:
+        return None
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
+            (value <= minimum if strict else value < minimum) or (integer and int(value) != value):
+        relation = ">" if strict else ">="
+        raise ValueError(f"{name}={value!r}: invalid; valid: {kind} {relation} {minimum:g}"
+                         + (" or null" if optional else ""))
+    return int(value) if integer else float(value)
+
+
+def _count(value: Any) -> Optional[int]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return int(value)
+
+
+def normalize_usage(raw: Any) -> Optional[dict]:
+    """The endpoint's ``usage`` as {prompt_tokens, completion_tokens, total_tokens, cached_tokens}
+    (only the counts it reported; ``cached_tokens`` from ``prompt_tokens_details``)."""
+    if not isinstance(raw, dict):
+        return None
+    out = {}
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = _count(raw.get(key))
+        if value is not None:
+            out[key] = value
+    cached = _count(raw.get("cached_tokens"))
+    details = raw.get("prompt_tokens_details")
+    if cached is None and isinstance(details, dict):
+        cached = _count(details.get("cached_tokens"))
+    if cached is not None:
+        out["cached_tokens"] = cached
+    if "total_tokens" not in out and "prompt_tokens" in out and "completion_tokens" in out:
+        out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
+    return out or None
+
+
+def _retry_after(headers: Any) -> Optional[float]:
+    """Seconds the server asks to wait (``retry-after-ms``, ``Retry-After`` in seconds or as a date)."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+    except (TypeError, ValueError):
+        pass
+    value = headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_excerpt(raw: bytes) -> str:
+    """What an error body says: the OpenAI-style error.message when there is one."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return _line(text, 200)
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict) and error.get("message") is not None:
+            return _line(error["message"], 200)
+        if isinstance(error, str):
+            return _line(error, 200)
+        if isinstance(data.get("detail"), str):
+            return _line(data["detail"], 200)
+    return _line(text, 200)
 
 
 class OpenAIChatAgent(Agent):
@@ -40,96 +206,487 @@ class OpenAIChatAgent(Agent):
         base_url: str = "http://127.0.0.1:8000/v1",
         model: str = "default",
         api_key_env: Optional[str] = "OPENAI_API_KEY",
+        protocol: str = "code_fence",
         temperature: Optional[float] = 0.0,
         max_tokens: Optional[int] = None,
+        max_tokens_key: str = "max_tokens",
         seed: Optional[int] = None,
         request_timeout: float = 600.0,
-        retries: int = 2,
+        retries: int = 5,
+        retry_base_s: float = 1.0,
+        max_retry_wait_s: float = 120.0,
+        max_response_bytes: int = 16 * 1024 * 1024,
         max_history_chars: Optional[int] = None,
+        price_in_per_mtok: Optional[float] = None,
+        price_out_per_mtok: Optional[float] = None,
+        price_cached_in_per_mtok: Optional[float] = None,
+        extra_body: Any = None,
     ):
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url={base_url!r}: invalid; valid: an http(s) URL such as http://127.0.0.1:8000/v1")
+        if isinstance(model, (int, float)) and not isinstance(model, bool):
+            model = str(model)
         if not isinstance(model, str) or not model:
             raise ValueError(f"model={model!r}: invalid; valid: the endpoint's model name")
+        if api_key_env in ("", "none", "null"):
+            api_key_env = None
+        if api_key_env is not None and (not isinstance(api_key_env, str) or not _ENV_NAME.fullmatch(api_key_env)):
+            # The value is not echoed: it may be the key itself, passed by mistake.
+            raise ValueError("api_key_env: not an environment variable name; valid: the NAME of the variable holding "
+                             "the key (e.g. OPENAI_API_KEY), or null for no key")
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol={protocol!r}: invalid; valid: {', '.join(PROTOCOLS)}")
+        if not isinstance(max_tokens_key, str) or not _NAME_OK.fullmatch(max_tokens_key):
+            raise ValueError(f"max_tokens_key={max_tokens_key!r}: invalid; valid: max_tokens or max_completion_tokens")
+        if isinstance(extra_body, str):
+            try:
+                extra_body = json.loads(extra_body)
+            except ValueError:
+                raise ValueError("extra_body: not JSON; valid: a JSON object merged into each request, e.g. "
+                                 "'{\"top_p\": 0.9}'") from None
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise ValueError("extra_body: invalid; valid: a JSON object merged into each request")
+        reserved = sorted(set(extra_body or {}) & set(_RESERVED_BODY))
+        if reserved:
+            raise ValueError(f"extra_body: may not set {', '.join(reserved)} (the adapter's own)")
         self.url = base_url.rstrip("/") + "/chat/completions"
+        self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key_env = api_key_env
-        self.temperature = None if temperature is None else float(temperature)
-        self.max_tokens = None if max_tokens is None else int(max_tokens)
-        self.seed = None if seed is None else int(seed)
-        self.request_timeout = float(request_timeout)
-        self.retries = int(retries)
-        self.max_history_chars = None if max_history_chars is None else int(max_history_chars)
+        self.protocol = protocol
+        self.temperature = _number("temperature", temperature)
+        self.max_tokens = _number("max_tokens", max_tokens, minimum=1, integer=True)
+        self.max_tokens_key = max_tokens_key
+        self.seed = None if seed is None else _number("seed", seed, minimum=-2 ** 63, integer=True)
+        self.request_timeout = _number("request_timeout", request_timeout, optional=False, strict=True)
+        self.retries = _number("retries", retries, optional=False, integer=True)
+        self.retry_base_s = _number("retry_base_s", retry_base_s, optional=False)
+        self.max_retry_wait_s = _number("max_retry_wait_s", max_retry_wait_s, optional=False)
+        self.max_response_bytes = _number("max_response_bytes", max_response_bytes, minimum=1024, optional=False,
+                                          integer=True)
+        self.max_history_chars = _number("max_history_chars", max_history_chars, minimum=1, integer=True)
+        self.price_in = _number("price_in_per_mtok", price_in_per_mtok)
+        self.price_out = _number("price_out_per_mtok", price_out_per_mtok)
+        self.price_cached = _number("price_cached_in_per_mtok", price_cached_in_per_mtok)
+        if (self.price_in is None) != (self.price_out is None) or (self.price_cached is not None and self.price_in is None):
+            raise ValueError("price_in_per_mtok, price_out_per_mtok: give both (US dollars per million tokens; "
+                             "price_cached_in_per_mtok optionally with them) or none")
+        self.extra_body = dict(extra_body or {})
         self.messages: list[dict] = []
-        self.calls: list[dict] = []  # per request: seconds, usage, finish_reason (for the caller's records)
+        self.calls: list[dict] = []  # per request: seconds, attempts, usage, finish_reason
+        self.tool_specs: list[dict] = []
+        self.tool_names: set = set()
+        self._pending: list[tuple[str, str]] = []  # (id, name) of the last reply's tool calls
+        self._notice: Optional[str] = None  # said in front of the next observation (tools protocol)
+        self._serial = 0
+        self._rng = random.Random(self.seed)
+
+    # ------------------------------------------------------------------ the episode
 
     def reset(self, info: EpisodeInfo) -> None:
         super().reset(info)
-        self.messages = [{"role": "system", "content": info.system_prompt}]
-        self.calls = []
+        self.calls, self._pending, self._notice, self._serial = [], [], None, 0
+        self._rng = random.Random(self.seed)
+        if self.protocol == "tools":
+            tools = tuple(getattr(info, "tools", ()) or ()) or (RUN_PYTHON,)
+            self.tool_specs = [t.openai() for t in tools]
+            self.tool_names = {t.name for t in tools}
+            note = getattr(info, "tool_note", "") or ""
+            system = info.system_prompt + ("\n\n" + note if note else "")
+        else:
+            self.tool_specs, self.tool_names = [], set()
+            system = info.system_prompt
+        self.messages = [{"role": "system", "content": system}]
 
-    def act(self, observation: Observation) -> str:
+    def act(self, observation: Observation) -> Reply:
+        if self.protocol == "tools":
+            self._absorb_tools(observation)
+        else:
+            self._absorb_fence(observation)
+        data, meta = self._complete(self._body(self._window()))
+        return self._reply(data, meta)
+
+    def _absorb_fence(self, observation: Observation) -> None:
         if observation.kind != "opening":
             self.messages.append({"role": "assistant",
                                   "content": fenced(observation.code) if observation.code else "(no code)"})
         self.messages.append({"role": "user", "content": observation.text})
-        body = {"model": self.model, "messages": self._window()}
+
+    def _absorb_tools(self, observation: Observation) -> None:
+        notice, self._notice = self._notice, None
+        if observation.kind == "opening" or not self._pending:
+            text = observation.text if notice is None else f"[{notice}]\n{observation.text}"
+            self.messages.append({"role": "user", "content": text})
+            self._pending = []
+            return
+        results = {}
+        for item in observation.tool_results or ():
+            if isinstance(item, dict) and item.get("id") is not None:
+                results.setdefault(item["id"], item)
+        for call_id, _ in self._pending:
+            found = results.get(call_id)
+            text = found.get("text") if found is not None else None
+            self.messages.append({"role": "tool", "tool_call_id": call_id,
+                                  "content": text if isinstance(text, str) else observation.text})
+        self._pending = []
+        if notice is not None:
+            self.messages.append({"role": "user", "content": f"[{notice}]"})
+
+    def _body(self, messages: list, *, max_tokens: Optional[int] = None, tools: Optional[list] = None) -> dict:
+        body: dict = {"model": self.model, "messages": messages}
+        tools = self.tool_specs if tools is None else tools
+        if tools:
+            body["tools"] = tools
         if self.temperature is not None:
             body["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
+        limit = max_tokens if max_tokens is not None else self.max_tokens
+        if limit is not None:
+            body[self.max_tokens_key] = limit
         if self.seed is not None:
             body["seed"] = self.seed
-        data = self._post(body)
-        try:
-            choice = data["choices"][0]
-            content = choice["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise TransportError(f"{self.url}: response without choices[0].message.content") from None
-        if not isinstance(content, str):
-            raise TransportError(f"{self.url}: message content is {type(content).__name__}, not text")
-        if self.calls:
-            self.calls[-1].update(finish_reason=choice.get("finish_reason"), usage=data.get("usage"))
-        return content
+        for key, value in self.extra_body.items():
+            body.setdefault(key, value)
+        return body
+
+    # ------------------------------------------------------------------ a reply
+
+    def _reply(self, data: dict, meta: dict) -> Reply:
+        choice = data["choices"][0]
+        message = choice["message"]
+        finish = choice.get("finish_reason")
+        events = list(meta["events"])
+        usage = normalize_usage(data.get("usage"))
+        cost = self.cost(usage)
+        if usage is None:
+            events.append("the endpoint reported no token usage" + ("; cost unknown" if self.price_in is not None else ""))
+        self.calls.append({"seconds": meta["latency_s"], "attempts": meta["attempts"], "usage": usage,
+                           "finish_reason": finish})
+        text = self._content(message.get("content"), events)
+        refusal = message.get("refusal")
+        if refusal or finish == "content_filter":
+            why = _line(refusal, 300) if refusal else "finish_reason content_filter"
+            events.append(f"refusal: {why} (the turn is used)")
+            if self.protocol == "tools":
+                self.messages.append({"role": "assistant", "content": _line(refusal, 2000) if refusal else "(refused)"})
+                self._pending = []
+                self._notice = ("Your previous reply was a refusal or was blocked by the endpoint's filter; it ran no "
+                                "program and used a turn.")
+            return Reply(text=None, usage=usage, cost_usd=cost, latency_s=meta["latency_s"], events=tuple(events))
+        if finish == "length":
+            events.append("the reply was cut at the token limit (finish_reason length)")
+        calls: list[ToolCall] = []
+        history_calls: list[dict] = []
+        raw_calls = message.get("tool_calls")
+        if self.protocol == "tools":
+            calls, history_calls = self._tool_calls(raw_calls, events)
+        elif raw_calls:
+            events.append("the reply held tool calls, which the code_fence protocol ignores")
+        if self.protocol == "tools":
+            entry: dict = {"role": "assistant", "content": (text or "")[:HISTORY_TEXT_CAP] or None}
+            if history_calls:
+                entry["tool_calls"] = history_calls
+            elif not text:
+                entry["content"] = "(empty reply)"
+            self.messages.append(entry)
+            self._pending = [(c.id, c.name) for c in calls]
+            if not calls:
+                self._notice = ("Your previous reply called no tool (a fenced block in it, if any, ran as a "
+                                "program); call run_python to run a program. A reply without a tool call uses a turn.")
+        if not calls and not (text or "").strip():
+            events.append("empty reply: neither code nor tool calls (the turn is used)")
+        return Reply(text=text, tool_calls=tuple(calls), usage=usage, cost_usd=cost, latency_s=meta["latency_s"],
+                     events=tuple(events))
+
+    @staticmethod
+    def _content(content: Any, events: list) -> Optional[str]:
+        if content is None or isinstance(content, str):
+            return content
+        if isinstance(content, list):  # content parts
+            parts = [p.get("text") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+            return "".join(parts)
+        events.append(f"message content of type {type(content).__name__} ignored")
+        return None
+
+    def _tool_calls(self, raw: Any, events: list) -> tuple[list, list]:
+        """(ToolCalls for the harness, the same calls for the history) from a message's tool_calls."""
+        if raw is None:
+            return [], []
+        if not isinstance(raw, list):
+            events.append(f"tool_calls of type {type(raw).__name__} ignored")
+            self._notice = "Your previous reply's tool_calls were not a list and were ignored."
+            return [], []
+        if len(raw) > MAX_TOOL_CALLS_PER_REPLY:
+            events.append(f"{len(raw)} tool calls in one reply: the first {MAX_TOOL_CALLS_PER_REPLY} were played")
+            self._notice = (f"Your previous reply held {len(raw)} tool calls; only the first {MAX_TOOL_CALLS_PER_REPLY} "
+                            "were played.")
+            raw = raw[:MAX_TOOL_CALLS_PER_REPLY]
+        self._serial += 1
+        calls, history, seen = [], [], set()
+        for i, item in enumerate(raw):
+            function = item.get("function") if isinstance(item, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
+            args = function.get("arguments") if isinstance(function, dict) else None
+            name = name if isinstance(name, str) and name else "(no name)"
+            if args is None:
+                args = ""
+            elif not isinstance(args, str):  # some servers send the object itself
+                try:
+                    args = json.dumps(args)
+                except (TypeError, ValueError):
+                    args = repr(args)
+            call_id = item.get("id") if isinstance(item, dict) else None
+            if not isinstance(call_id, str) or not call_id or call_id in seen or len(call_id) > 200:
+                call_id = f"call_{self._serial}_{i + 1}"
+            seen.add(call_id)
+            call = ToolCall(name, args, call_id)
+            calls.append(call)
+            parsed, problem = call.parsed()
+            label = _line(name, 60)
+            if name not in self.tool_names:
+                events.append(f"tool call {i + 1}: unknown tool {label!r} (refused)")
+            elif problem is not None:
+                events.append(f"tool call {i + 1} ({label}): {problem} (refused)")
+            # The history keeps a valid name and JSON-object arguments (strict servers check them).
+            safe_name = name if _NAME_OK.fullmatch(name) else (re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "unnamed")
+            safe_args = args if problem is None and len(args) <= MAX_ARGUMENT_CHARS else json.dumps(
+                {"unusable_arguments": _line(args, 200), "chars": len(args)})
+            if problem is None and args == "":
+                safe_args = "{}"
+            history.append({"id": call_id, "type": "function", "function": {"name": safe_name, "arguments": safe_args}})
+        return calls, history
+
+    def cost(self, usage: Optional[dict]) -> Optional[float]:
+        """US dollars for one call's usage by the price table (None without one, or without usage)."""
+        if self.price_in is None or not usage or not ({"prompt_tokens", "completion_tokens"} & set(usage)):
+            return None
+        prompt = usage.get("prompt_tokens", 0)
+        cached = min(usage.get("cached_tokens", 0), prompt)
+        cached_price = self.price_cached if self.price_cached is not None else self.price_in
+        return ((prompt - cached) * self.price_in + cached * cached_price
+                + usage.get("completion_tokens", 0) * self.price_out) / 1e6
+
+    # ------------------------------------------------------------------ the history window
+
+    @staticmethod
+    def _chars(message: dict) -> int:
+        n = len(message.get("content") or "")
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            n += len(function.get("name", "")) + len(function.get("arguments", ""))
+        return n
 
     def _window(self) -> list[dict]:
         if self.max_history_chars is None:
             return list(self.messages)
         head, rest = self.messages[:2], self.messages[2:]
+        # Exchanges: an assistant message and everything answering it, up to the next one.
+        groups: list[list[dict]] = []
+        for message in rest:
+            if message["role"] == "assistant" or not groups:
+                groups.append([])
+            groups[-1].append(message)
+        total = sum(self._chars(m) for m in head + rest)
         dropped = 0
-        while rest and sum(len(m["content"]) for m in head + rest) > self.max_history_chars:
-            # Drop whole exchanges (assistant code + the observation that answered it).
-            rest = rest[2:]
+        while len(groups) > 1 and total > self.max_history_chars:
+            total -= sum(self._chars(m) for m in groups.pop(0))
             dropped += 1
+        kept = [m for group in groups for m in group]
         if dropped:
             note = {"role": "user", "content": f"[{dropped} earlier turn(s) omitted to fit the context]"}
-            return head + [{"role": "assistant", "content": "(continuing)"}, note] + rest
-        return head + rest
+            return head + [{"role": "assistant", "content": "(continuing)"}, note] + kept
+        return head + kept
 
-    def _post(self, body: dict) -> dict:
-        payload = json.dumps(body).encode("utf-8")
-        headers = {"Content-Type": "application/json"}
+    # ------------------------------------------------------------------ the wire
+
+    def _headers(self) -> dict:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        last = None
-        for attempt in range(self.retries + 1):
-            start = time.monotonic()
-            request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
+        return headers
+
+    def backoff(self, attempt: int, retry_after: Optional[float] = None) -> float:
+        """Seconds to wait before retry ``attempt + 1``: the server's Retry-After when given, else
+        ``retry_base_s * 2**attempt`` with jitter (between half and all of it), at most 60 s."""
+        if retry_after is not None:
+            return float(retry_after)
+        full = min(self.retry_base_s * (2 ** attempt), MAX_SINGLE_WAIT_S)
+        return full / 2 + self._rng.random() * full / 2
+
+    def _complete(self, body: dict, *, retries: Optional[int] = None,
+                  max_wait: Optional[float] = None) -> tuple[dict, dict]:
+        """(the parsed chat completion, {latency_s, attempts, events}); raises TransportError."""
+        retries = self.retries if retries is None else retries
+        max_wait = self.max_retry_wait_s if max_wait is None else max_wait
+        payload = json.dumps(body).encode("utf-8")
+        headers = self._headers()
+        events: list[str] = []
+        waited, attempt = 0.0, 0
+        start = time.monotonic()
+        while True:
             try:
-                with urllib.request.urlopen(request, timeout=self.request_timeout) as response:
-                    raw = response.read()
-                self.calls.append({"seconds": time.monotonic() - start, "attempt": attempt})
-                try:
-                    return json.loads(raw.decode("utf-8"))
-                except (ValueError, UnicodeDecodeError):
-                    raise TransportError(f"{self.url}: response is not JSON") from None
-            except urllib.error.HTTPError as error:
-                last = f"HTTP {error.code}: {error.read()[:300].decode('utf-8', errors='replace')}"
-                if error.code not in (408, 409, 429) and error.code < 500:
-                    break  # a client error will not change on retry
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
-                last = f"{type(error).__name__}: {error}"
-            if attempt < self.retries:
-                time.sleep(min(2 ** attempt, 30))
-        raise TransportError(f"{self.url}: {last}")
+                data = self._attempt(payload, headers)
+            except _Failure as failure:
+                tried = f" after {attempt + 1} attempts" if attempt else ""
+                if not failure.retryable or attempt >= retries:
+                    raise TransportError(f"{self.url}: {failure.text}{tried}", failure.status) from None
+                delay = self.backoff(attempt, failure.retry_after)
+                if waited + delay > max_wait:
+                    asked = "the server asks to wait" if failure.retry_after is not None else "the next wait is"
+                    raise TransportError(f"{self.url}: {failure.text}{tried}; {asked} {delay:.3g} s, past "
+                                         f"max_retry_wait_s={max_wait:g} ({waited:.3g} s waited)",
+                                         failure.status) from None
+                events.append(f"retry {attempt + 1}/{retries} in {delay:.2f} s after {failure.text}")
+                time.sleep(delay)
+                waited += delay
+                attempt += 1
+                continue
+            return data, {"latency_s": time.monotonic() - start, "attempts": attempt + 1, "events": events}
+
+    def _read(self, response: Any, cap: int, deadline: float) -> bytes:
+        chunks, total = [], 0
+        read = getattr(response, "read1", None) or response.read
+        while True:
+            if time.monotonic() > deadline:
+                raise _Failure(f"no complete response within request_timeout={self.request_timeout:g} s "
+                               f"({total:,} bytes read)", True)
+            chunk = read(65536)
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            if total > cap:
+                raise _Failure(f"response larger than max_response_bytes={cap:,} (an endless or runaway "
+                               "response); abandoned", True)
+            chunks.append(chunk)
+
+    def _attempt(self, payload: bytes, headers: dict) -> dict:
+        deadline = time.monotonic() + self.request_timeout
+        request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
+        try:
+            response = urllib.request.urlopen(request, timeout=self.request_timeout)
+        except urllib.error.HTTPError as error:
+            status = error.code
+            try:
+                raw = self._read(error, 64 * 1024, min(deadline, time.monotonic() + 10))
+            except Exception:  # the status says enough; an unreadable error body adds nothing
+                raw = b""
+            excerpt = _error_excerpt(raw) if raw else _line(error.reason, 200)
+            retryable = status in (408, 429) or status >= 500
+            raise _Failure(f"HTTP {status}" + (f": {excerpt}" if excerpt else ""), retryable,
+                           _retry_after(error.headers) if retryable else None, status) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as error:
+            reason = getattr(error, "reason", None) or error
+            if isinstance(reason, (TimeoutError,)) or "timed out" in str(reason):
+                raise _Failure(f"no response within request_timeout={self.request_timeout:g} s", True) from None
+            raise _Failure(f"cannot connect ({_line(f'{type(reason).__name__}: {reason}', 200)})", True) from None
+        try:
+            with response:
+                raw = self._read(response, self.max_response_bytes, deadline)
+        except (OSError, http.client.HTTPException) as error:
+            if isinstance(error, TimeoutError) or "timed out" in str(error):
+                raise _Failure(f"no complete response within request_timeout={self.request_timeout:g} s", True) from None
+            raise _Failure(f"the response broke off ({_line(f'{type(error).__name__}: {error}', 200)})", True) from None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise _Failure(f"response is not JSON ({len(raw):,} bytes: {_line(raw[:80].decode('utf-8', 'replace'), 80)!r})",
+                           True) from None
+        if not isinstance(data, dict):
+            raise _Failure(f"response is JSON {type(data).__name__}, not a chat completion object", True)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict) or \
+                not isinstance(choices[0].get("message"), dict):
+            if data.get("error") is not None:
+                raise _Failure(f"error in the response: {_error_excerpt(raw)}", True)
+            raise _Failure("response without choices[0].message (not a chat completion)", True)
+        return data
+
+    # ------------------------------------------------------------------ checks
+
+    def _diagnose(self, error: TransportError) -> str:
+        text = str(error)
+        low = text.lower()
+        hint = ""
+        if error.status in (401, 403):
+            if self.api_key_env is None:
+                hint = "the endpoint wants a key: set api_key_env to the variable holding it"
+            elif not os.environ.get(self.api_key_env):
+                hint = f"the environment variable {self.api_key_env} is not set"
+            else:
+                hint = f"check the key in ${self.api_key_env}"
+        elif error.status == 404:
+            hint = f"check base_url (most servers' end in /v1) and model={self.model}"
+        elif error.status == 400 and self.max_tokens_key in low and self.max_tokens_key == "max_tokens":
+            hint = "this model may want max_tokens_key=max_completion_tokens"
+        elif error.status == 400 and "temperature" in low:
+            hint = "temperature=null leaves the model's default"
+        elif error.status == 400 and "tool" in low and self.protocol == "tools":
+            hint = ("the server may not accept tools: vLLM needs --enable-auto-tool-choice --tool-call-parser <parser>, "
+                    "llama.cpp's server --jinja")
+        elif "cannot connect" in low:
+            hint = f"is the server running at {self.base_url}?"
+        return _line(text + (f" ({hint})" if hint else ""), 600)
+
+    def preflight(self) -> Optional[str]:
+        """None when the endpoint answers a minimal request with a chat completion, else one line
+        saying what is wrong (down, 401, unknown model or route, a parameter refused, not JSON)."""
+        body = self._body([{"role": "user", "content": "Reply with the single word OK."}], max_tokens=1,
+                          tools=[PING.openai()] if self.protocol == "tools" else [])
+        try:
+            self._complete(body, retries=min(self.retries, 1), max_wait=min(self.max_retry_wait_s, 10.0))
+        except TransportError as error:
+            return self._diagnose(error)
+        return None
+
+    def probe(self, max_tokens: Optional[int] = None) -> dict:
+        """One check request (``pipeline.chat_check``): {ok, problem, latency_s, usage, cost_usd,
+        finish_reason, text, tool_call}.  With the tools protocol the model must call a trivial tool."""
+        tools = self.protocol == "tools"
+        prompt = ("This is a connection check. Call the tool ping with word set to \"ok\"; write nothing else."
+                  if tools else "This is a connection check. Reply with the single word OK.")
+        limit = max_tokens if max_tokens is not None else (256 if tools else 1)
+        body = self._body([{"role": "user", "content": prompt}], max_tokens=limit,
+                          tools=[PING.openai()] if tools else [])
+        out: dict = {"ok": False, "problem": None, "latency_s": None, "usage": None, "cost_usd": None,
+                     "finish_reason": None, "text": None, "tool_call": None}
+        try:
+            data, meta = self._complete(body)
+        except TransportError as error:
+            out["problem"] = self._diagnose(error)
+            return out
+        choice = data["choices"][0]
+        message = choice["message"]
+        out.update(latency_s=meta["latency_s"], usage=normalize_usage(data.get("usage")),
+                   finish_reason=choice.get("finish_reason"), retries=len(meta["events"]))
+        out["cost_usd"] = self.cost(out["usage"])
+        text = self._content(message.get("content"), [])
+        out["text"] = _line(text, 120) if text else None
+        if message.get("refusal") or choice.get("finish_reason") == "content_filter":
+            out["problem"] = f"the model refused the check ({_line(message.get('refusal') or 'content_filter', 120)})"
+            return out
+        if not tools:
+            out["ok"] = True
+            return out
+        raw = message.get("tool_calls")
+        first = raw[0] if isinstance(raw, list) and raw and isinstance(raw[0], dict) else None
+        function = first.get("function") if first else None
+        if not isinstance(function, dict):
+            where = ("; it wrote the call as text: the server is not parsing tool calls" if text and "ping" in text
+                     else "")
+            out["problem"] = (f"the model answered without a tool call (finish_reason {choice.get('finish_reason')}"
+                              f"{'; text ' + repr(out['text']) if out['text'] else ''}){where}; protocol=tools needs "
+                              "tool calling: vLLM --enable-auto-tool-choice --tool-call-parser <parser>, llama.cpp "
+                              "--jinja, an Ollama model with tool support; or use protocol=code_fence")
+            return out
+        args = function.get("arguments")
+        call = ToolCall(function.get("name") if isinstance(function.get("name"), str) else "",
+                        args if isinstance(args, str) or args is None else json.dumps(args), first.get("id"))
+        parsed, problem = call.parsed()
+        out["tool_call"] = {"name": call.name, "arguments": parsed if problem is None else call.arguments}
+        if call.name != PING.name:
+            out["problem"] = f"the model called {_line(call.name, 60)!r}, not the tool ping"
+        elif problem is not None:
+            out["problem"] = f"the tool call's {problem}"
+        else:
+            out["ok"] = True
+        return out

@@ -512,15 +512,18 @@ class Session:
 
     def respond(self, reply: Any, *, policy_s: float = 0.0) -> Observation:
         """Play a policy's reply (text, or a Reply with tool calls) and return the next observation."""
-        extra: dict = {"timings": {"policy_s": policy_s}}
+        # Several replies can come before one turn ends (tool calls that run no program): the
+        # turn's record sums their usage, latency and policy time and keeps all their events.
+        prior = self.pending_record
+        extra: dict = {"timings": {"policy_s": policy_s + prior.get("timings", {}).get("policy_s", 0.0)}}
         if isinstance(reply, Reply):
             if reply.usage is not None or reply.cost_usd is not None:
-                extra["usage"] = add_usage({}, reply.usage, reply.cost_usd)
+                extra["usage"] = add_usage(dict(prior.get("usage") or {}), reply.usage, reply.cost_usd)
                 add_usage(self.usage, reply.usage, reply.cost_usd)
             if reply.latency_s is not None:
-                extra["latency_s"] = reply.latency_s
+                extra["latency_s"] = reply.latency_s + prior.get("latency_s", 0.0)
             if reply.events:
-                extra["events"] = [safeio.printable(str(e), 2000) for e in reply.events]
+                extra["events"] = list(prior.get("events", ())) + [safeio.printable(str(e), 2000) for e in reply.events]
             text = reply.text
             calls = list(reply.tool_calls)
         else:
