@@ -65,7 +65,7 @@ STAGES = (
                            "pipeline.agents", "pipeline.episode", "pipeline.chat_check", "pipeline.screening.validate",
                            "pipeline.screening.episode", "pipeline.screening.agents", "pipeline.screening.runtime",
                            "pipeline.screening.prompt", "pipeline.screening.strategy_code",
-                           "pipeline.screening.calibrate", "pipeline.evaluate")),
+                           "pipeline.screening.calibrate", "pipeline.evaluate", "pipeline.mcp")),
 )
 
 
