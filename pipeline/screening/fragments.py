@@ -26,10 +26,8 @@ sample and compare.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,554 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
-FRAGMENTS_NPZ = DATA_DIR / "fragments.npz"
-FRAGMENTS_JSON = DATA_DIR / "fragments.json"
-EMBED_SEED = 0xD0C0  # ETKDG's random seed: part of the catalogue's identity
-FRAGMENTS_VERSION = 1
-
-# Pharmacophore feature types (bit positions of ``SynthonTable.ftype``); the
-# hidden pockets place feature points of these types.
-FEATURES = ("donor", "acceptor", "hydrophobe", "aromatic", "positive", "negative")
-F_DONOR, F_ACCEPTOR, F_HYDROPHOBE, F_AROMATIC, F_POSITIVE, F_NEGATIVE = range(6)
-
-# --------------------------------------------------------------------------- building blocks
-
-# Ring cores: [*:1] is the handle position, [*:2]/[*:3] optional substituent positions.
-AROMATIC_CORES = (
-    "[*:1]c1ccc([*:2])cc1", "[*:1]c1cccc([*:2])c1", "[*:1]c1ccccc1[*:2]", "[*:1]c1ccc([*:2])c([*:3])c1",
-    "[*:1]c1ccc([*:2])nc1", "[*:1]c1cccnc1[*:2]", "[*:1]c1ccnc([*:2])c1", "[*:1]c1cnc([*:2])nc1",
-    "[*:1]c1ccc([*:2])s1", "[*:1]c1csc([*:2])c1", "[*:1]c1ccc([*:2])o1", "[*:1]c1nc([*:2])cs1",
-    "[*:1]c1cnn(C)c1", "[*:1]c1cc([*:2])n(C)n1", "[*:1]c1ccc2[nH]ccc2c1", "[*:1]c1ccc2occc2c1",
-    "[*:1]c1ccc2ncccc2c1", "[*:1]c1ccc2ccccc2c1", "[*:1]c1ccc2OCOc2c1", "[*:1]c1ccc2c(c1)CCO2",
-    "[*:1]c1cnccn1", "[*:1]c1ccc2nccn2c1", "[*:1]c1cc([*:2])on1", "[*:1]c1ccc(F)c([*:2])c1",
-)
-ALIPHATIC_CORES = (
-    "[*:1]C1CC1", "[*:1]C1CCC1", "[*:1]C1CCCC1", "[*:1]C1CCC([*:2])CC1", "[*:1]C1CCOCC1", "[*:1]C1CCN(C)CC1",
-    "[*:1]C1COC1", "[*:1]CC([*:2])C", "[*:1]C(C)(C)[*:2]", "[*:1]CCOC", "[*:1]C1CCCO1", "[*:1]CC(F)(F)F",
-)
-SUBSTITUENTS = ("F", "Cl", "C", "OC", "C(F)(F)F", "C#N", "CC", "OC(F)F")  # written from the ring atom outwards
-CYCLIC_AMINES = (  # secondary amines whose ring NH is the handle
-    "C1CCNCC1", "C1CNCCN1C", "C1COCCN1", "C1CCNC1", "C1CNC1", "C1CC2(CN1)COC2", "CC1CCNCC1", "OC1CCNCC1",
-    "COC1CCNC1", "FC1(F)CCNCC1", "c1ccc(cc1)N1CCNCC1", "C1CCC2(CC1)CNC2", "CN(C)C1CCNC1", "O=C1CNCCN1",
-    "c1ccc(CN2CCNCC2)cc1", "CC(C)N1CCNCC1", "C1CNCC2=CC=CC=C12", "c1cnc(nc1)N1CCNCC1",
-)
-HANDLES = {
-    "acid": ("[*:1]C(=O)O", "[*:1]CC(=O)O"),
-    "amine": ("[*:1]N", "[*:1]CN", "[*:1]CCN", "[*:1]NC"),
-    "sulfonyl": ("[*:1]S(=O)(=O)Cl",),
-    "aldehyde": ("[*:1]C=O",),
-    "aryl_bromide": ("[*:1]Br",),
-    "boronic": ("[*:1]B(O)O",),
-    "phenol": ("[*:1]O",),
-    "alkyl_bromide": ("[*:1]CBr", "[*:1]CCBr"),
-}
-# SNAr electrophiles: activated heteroaryl chlorides (the Cl is the handle).
-SNAR_CORES = (
-    "Clc1ncccn1", "Clc1ccnc(n1)[*:2]", "Clc1nccc(n1)[*:2]", "Clc1ncc([*:2])cn1", "Clc1ccc([*:2])nn1",
-    "Clc1nc2ccccc2o1", "Clc1nc2ccccc2s1", "Clc1ncnc2ccccc12", "Clc1ncc([*:2])s1", "Clc1cnc([*:2])cn1",
-    "Clc1ccc(cn1)C#N", "Clc1ccc(cn1)C(F)(F)F", "Clc1ncnc2[nH]ccc12", "Clc1nc([*:2])cs1",
-)
-LINKER_AMINO_ACIDS = (  # amine handle (child side) and acid handle (parent side)
-    "NCC(=O)O", "NC(C)C(=O)O", "NCCC(=O)O", "N1CCC(CC1)C(=O)O", "N1CCCC1C(=O)O", "Nc1ccc(cc1)C(=O)O",
-    "Nc1cccc(c1)C(=O)O", "NCc1ccc(cc1)C(=O)O", "NCc1cccc(c1)C(=O)O", "N1CC(C1)C(=O)O", "NC1CCC(CC1)C(=O)O",
-    "NCC1CCN(CC1)C(=O)O", "Nc1ccc(nc1)C(=O)O", "Nc1cc(ccn1)C(=O)O", "NC(CC(C)C)C(=O)O", "NC(CO)C(=O)O",
-    "N1CCN(CC1)CC(=O)O", "NCCOCC(=O)O", "Nc1ccc(F)c(c1)C(=O)O", "NCc1ccc(o1)C(=O)O", "N1CCC(C1)C(=O)O",
-    "Nc1ccc(s1)C(=O)O", "NC1(CC1)C(=O)O", "NCc1cc(ccn1)C(=O)O", "NC(C(C)C)C(=O)O", "NC(Cc1ccccc1)C(=O)O",
-    "NCCCC(=O)O", "N1CCOC(C1)C(=O)O", "NC1CCN(CC1)C(=O)O", "NC1CC(C1)C(=O)O", "NCc1ccc(s1)C(=O)O",
-    "NCc1cnc(o1)C(=O)O", "NC(C)(C)C(=O)O", "NCC(F)(F)C(=O)O", "N1CCC(F)(CC1)C(=O)O", "NCc1ccc(F)c(c1)C(=O)O",
-    "N1CC2(C1)CC(C2)C(=O)O", "NC1CCOC1C(=O)O", "NCCc1ccc(cc1)C(=O)O", "NCc1cccc(n1)C(=O)O", "NC(C1CC1)C(=O)O",
-    "N1CCC(CC1)CC(=O)O", "NCC1CCC(CC1)C(=O)O", "NC1CCCC1C(=O)O", "NCc1csc(n1)C(=O)O", "NCc1ccc(o1)CC(=O)O",
-)
-LINKER_BORONIC_ACIDS = (  # boronic acid handle (Suzuki child side) and acid handle (amide parent side)
-    "OB(O)c1ccc(cc1)C(=O)O", "OB(O)c1cccc(c1)C(=O)O", "OB(O)c1ccc(cc1F)C(=O)O", "OB(O)c1ccc(cc1C)C(=O)O",
-    "OB(O)c1cc(cc(F)c1)C(=O)O", "OB(O)c1ccc(nc1)C(=O)O", "OB(O)c1ccc(s1)C(=O)O", "OB(O)c1ccc(o1)C(=O)O",
-    "OB(O)c1ccc(CC(=O)O)cc1", "OB(O)c1ccc(CCC(=O)O)cc1", "OB(O)c1cc(ccc1OC)C(=O)O", "OB(O)c1cnc(nc1)C(=O)O",
-    "OB(O)c1cc(cs1)C(=O)O", "OB(O)c1ccc2cc(ccc2c1)C(=O)O", "OB(O)c1ccc(cc1Cl)C(=O)O", "OB(O)c1cccc(CC(=O)O)c1",
-    "OB(O)c1ccc(OCC(=O)O)cc1", "OB(O)c1ccc(cn1)C(=O)O",
-)
-MAX_HEAVY = 14  # building blocks of a screening catalogue are small: products stay drug-like
-MAX_HEAVY_LINKER = 12
-ROLE_QUOTA = {  # building blocks kept per role (a fixed, seeded selection when more are made)
-    "acid": 220, "amine": 260, "sulfonyl": 90, "aldehyde": 110, "aryl_bromide": 150, "boronic": 150,
-    "phenol": 80, "alkyl_bromide": 90, "aryl_chloride": 60, "amino_acid": 40, "boronic_acid_linker": 18,
-}
-
-# --------------------------------------------------------------------------- reaction rules
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One reaction: ``smarts`` joins reactant 0 (the parent's role) and reactant 1 (the child's).
-
-    ``probes`` are the small partners used to derive each side's synthon:
-    probes[0] reacts as reactant 1 with a parent building block, probes[1] as
-    reactant 0 with a child.  ``torsions`` are the rotations (degrees) tried
-    about the new bond when a product is assembled (conjugated bonds keep the
-    probe's plane; single bonds between sp3 centres take the three staggered
-    positions).
-    """
-
-    name: str
-    smarts: str
-    parent: str
-    child: str
-    probes: tuple
-    torsions: tuple
-
-
-# a primary or secondary aliphatic amine (not an amide, aniline, hydrazine or enamine), mapped as atom 3
-_AMINE = "[NX3;H2,H1;!$(N-[C,S]=[O,N]);!$(N-a);!$(N-[#7,#8]);!$(N-C=C):3]"
-RULES = (
-    Rule("amide", "[C:1](=[O:2])[OX2H1].%s>>[C:1](=[O:2])[N:3]" % _AMINE,
-         "acid", "amine", ("CN", "CC(=O)O"), (0.0, 180.0)),
-    Rule("sulfonamide", "[S:1](=[O:2])(=[O:4])Cl.%s>>[S:1](=[O:2])(=[O:4])[N:3]" % _AMINE,
-         "sulfonyl", "amine", ("CN", "CS(=O)(=O)Cl"), (0.0, 120.0, 240.0)),
-    Rule("reductive_amination", "[CX3H1:1](=O)[#6:2].%s>>[CH2:1]([#6:2])[N:3]" % _AMINE,
-         "aldehyde", "amine", ("CN", "CC=O"), (0.0, 120.0, 240.0)),
-    Rule("snar", "[c:1]Cl.%s>>[c:1][N:3]" % _AMINE,
-         "aryl_chloride", "amine", ("CN", "Clc1ncccn1"), (0.0, 180.0)),
-    Rule("suzuki", "[c:1]Br.[c:2]B(O)O>>[c:1]-[c:2]", "aryl_bromide", "boronic",
-         ("OB(O)c1ccccc1", "Brc1ccccc1"), (0.0, 180.0)),
-    Rule("ether", "[c:1][OX2H1:2].[CH2:3]Br>>[c:1][O:2][CH2:3]", "phenol", "alkyl_bromide",
-         ("CCBr", "Oc1ccccc1"), (0.0, 120.0, 240.0)),
-)
-RULE_INDEX = {r.name: i for i, r in enumerate(RULES)}
-
-
-@dataclass(frozen=True)
-class Route:
-    """How a product is put together: two synthons (parent, child) or three
-    (parent, linker, child).  ``rules`` name the bond(s); ``roles`` the synthon
-    kinds in slot order; ``weight`` the route's share of a library."""
-
-    name: str
-    rules: tuple
-    roles: tuple
-    weight: float
-
-
-ROUTES = (
-    # two-component routes: shares below ~80 % of each route's space at 1,000,000 molecules
-    Route("amide", ("amide",), ("acid", "amine"), 0.045),
-    Route("sulfonamide", ("sulfonamide",), ("sulfonyl", "amine"), 0.018),
-    Route("reductive_amination", ("reductive_amination",), ("aldehyde", "amine"), 0.022),
-    Route("snar", ("snar",), ("aryl_chloride", "amine"), 0.012),
-    Route("suzuki", ("suzuki",), ("aryl_bromide", "boronic"), 0.018),
-    Route("ether", ("ether",), ("phenol", "alkyl_bromide"), 0.005),
-    # acid -> amino acid linker (its amine) ; linker's acid -> amine
-    Route("amide_amide", ("amide", "amide"), ("acid", "amino_acid", "amine"), 0.50),
-    # aryl bromide -> carboxy-aryl boronic acid linker (Suzuki) ; linker's acid -> amine
-    Route("suzuki_amide", ("suzuki", "amide"), ("aryl_bromide", "boronic_acid_linker", "amine"), 0.38),
-)
-
-# --------------------------------------------------------------------------- making building blocks
-
-
-def _zip(core: str, handle: str, subs: tuple) -> str | None:
-    from rdkit import Chem
-
-    frag = core
-    for pos, sub in zip(("[*:2]", "[*:3]"), subs):
-        if pos not in frag:
-            continue
-        frag = frag.replace(pos, "[H]" if sub is None else sub)
-    for pos in ("[*:2]", "[*:3]"):
-        frag = frag.replace(pos, "[H]")
-    try:
-        mol = Chem.molzip(Chem.MolFromSmiles(f"{frag}.{handle}" if handle else frag))
-        if mol is None:
-            return None
-        mol = Chem.RemoveHs(mol)
-        Chem.SanitizeMol(mol)
-    except Exception:
-        return None
-    if any(a.GetAtomicNum() == 0 for a in mol.GetAtoms()):
-        return None
-    return Chem.MolToSmiles(mol)
-
-
-def _variants(cores, handles, max_heavy: int) -> list[str]:
-    from rdkit import Chem
-
-    out = []
-    options = (None,) + tuple(SUBSTITUENTS)
-    for core in cores:
-        for handle in handles:
-            for s2 in options:
-                for s3 in (None,) + tuple(SUBSTITUENTS[:4]):
-                    if s3 is not None and "[*:3]" not in core:
-                        continue
-                    if s2 is not None and "[*:2]" not in core:
-                        continue
-                    smi = _zip(core, handle, (s2, s3))
-                    if smi and Chem.MolFromSmiles(smi).GetNumHeavyAtoms() <= max_heavy:
-                        out.append(smi)
-    return sorted(set(out))
-
-
-def _seeded_pick(items: list[str], k: int, salt: str) -> list[str]:
-    """A fixed selection of ``k`` items: those with the smallest salted hashes, in sorted order."""
-    keyed = sorted(items, key=lambda s: hashlib.sha256(f"{salt}:{s}".encode()).digest())
-    return sorted(keyed[:k])
-
-
-def building_blocks() -> dict[str, list[str]]:
-    """Canonical SMILES of every building block, by role (deterministic)."""
-    from rdkit import Chem
-
-    aromatic = [c for c in AROMATIC_CORES]
-    anywhere = aromatic + list(ALIPHATIC_CORES)
-    made = {
-        "acid": _variants(anywhere, HANDLES["acid"], MAX_HEAVY),
-        "amine": _variants(anywhere, HANDLES["amine"], MAX_HEAVY),
-        "sulfonyl": _variants(aromatic, HANDLES["sulfonyl"], MAX_HEAVY),
-        "aldehyde": _variants(anywhere, HANDLES["aldehyde"], MAX_HEAVY),
-        "aryl_bromide": _variants(aromatic, HANDLES["aryl_bromide"], MAX_HEAVY),
-        "boronic": _variants(aromatic, HANDLES["boronic"], MAX_HEAVY),
-        "phenol": _variants(aromatic, HANDLES["phenol"], MAX_HEAVY),
-        "alkyl_bromide": _variants(anywhere, HANDLES["alkyl_bromide"], MAX_HEAVY),
-        "aryl_chloride": _variants(SNAR_CORES, ("",), MAX_HEAVY),
-        "amino_acid": sorted({Chem.MolToSmiles(Chem.MolFromSmiles(s)) for s in LINKER_AMINO_ACIDS}),
-        "boronic_acid_linker": sorted({Chem.MolToSmiles(Chem.MolFromSmiles(s)) for s in LINKER_BORONIC_ACIDS}),
-    }
-    # cyclic secondary amines join the amine pool as they are
-    made["amine"] = sorted(set(made["amine"]) | {Chem.MolToSmiles(Chem.MolFromSmiles(s)) for s in CYCLIC_AMINES})
-    # a building block is kept only if it reacts exactly once in every rule its role takes part in
-    variants: dict = {}
-    for role, variant in synthon_variants():
-        variants.setdefault(role, []).append(variant)
-    usable = {role: [s for s in items if all(prepare_synthon(role, s, v) is not None for v in variants.get(role, ()))]
-              for role, items in made.items()}
-    return {role: _seeded_pick(items, ROLE_QUOTA[role], role) for role, items in usable.items()}
-
-
-# --------------------------------------------------------------------------- synthons
-
-
-@dataclass
-class SynthonSpec:
-    """A building block prepared for one slot of one route position."""
-
-    role: str  # building-block role
-    variant: str  # "parent:<rule>", "child:<rule>" or "linker:<rule_up>:<rule_down>"
-    block: str  # the building block's SMILES
-    capped: object  # RDKit Mol: the probe product(s)
-    synthon_atoms: list  # capped-mol indices of the synthon's own atoms
-    up: tuple | None  # (attachment atom, cap atom, cap neighbour) toward the parent, capped-mol indices
-    down: tuple | None  # the same toward the child
-
-
-@lru_cache(maxsize=None)
-def _rxn(smarts: str):
-    from rdkit import RDLogger
-    from rdkit.Chem import rdChemReactions
-
-    RDLogger.DisableLog("rdApp.*")
-
-    rxn = rdChemReactions.ReactionFromSmarts(smarts)
-    rxn.Initialize()
-    return rxn
-
-
-def _react(rule: Rule, parent_mol, child_mol):
-    """The unique product of ``rule`` on (parent, child), with reactant origins; None if not unique."""
-    from rdkit import Chem
-
-    products = _rxn(rule.smarts).RunReactants((parent_mol, child_mol))
-    seen = {}
-    for (p,) in products:
-        try:
-            Chem.SanitizeMol(p)
-        except Exception:
-            continue
-        seen.setdefault(Chem.MolToSmiles(p), p)
-    if len(seen) != 1:
-        return None
-    return next(iter(seen.values()))
-
-
-def _origin(mol) -> list:
-    """(reactant index, reactant atom index) of each product atom."""
-    out = []
-    for atom in mol.GetAtoms():
-        props = atom.GetPropsAsDict()
-        out.append((int(props.get("react_idx", -1)), int(props.get("react_atom_idx", -1))))
-    return out
-
-
-def _cap_triplet(mol, own: set, cap_atoms: set):
-    """(attachment, cap, cap neighbour) for the one bond between ``own`` and ``cap_atoms``."""
-    bonds = [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()]
-    cross = [(i, j) if i in own else (j, i) for i, j in bonds if (i in own) != (j in own) and (i in cap_atoms or j in cap_atoms)]
-    if len(cross) != 1:
-        return None
-    a, c = cross[0]
-    nbrs = sorted(n.GetIdx() for n in mol.GetAtomWithIdx(c).GetNeighbors() if n.GetIdx() != a and n.GetAtomicNum() > 1)
-    return (a, c, nbrs[0] if nbrs else -1)
-
-
-def _probe_mol(smiles: str):
-    from rdkit import Chem
-
-    return Chem.MolFromSmiles(smiles)
-
-
-def prepare_synthon(role: str, block: str, variant: str) -> SynthonSpec | None:
-    """Run the variant's rule(s) with probe partners on ``block``; None when the
-    block does not react exactly once per rule (such blocks are left out)."""
-    from rdkit import Chem
-
-    mol = Chem.MolFromSmiles(block)
-    kind, *names = variant.split(":")
-    rules = [RULES[RULE_INDEX[n]] for n in names]
-    if kind == "parent":
-        (rule,) = rules
-        prod = _react(rule, mol, _probe_mol(rule.probes[0]))
-        if prod is None:
-            return None
-        origin = _origin(prod)
-        own = {i for i, (r, _) in enumerate(origin) if r == 0}
-        cap = set(range(prod.GetNumAtoms())) - own
-        down = _cap_triplet(prod, own, cap)
-        return None if down is None else SynthonSpec(role, variant, block, prod, sorted(own), None, down)
-    if kind == "child":
-        (rule,) = rules
-        prod = _react(rule, _probe_mol(rule.probes[1]), mol)
-        if prod is None:
-            return None
-        origin = _origin(prod)
-        own = {i for i, (r, _) in enumerate(origin) if r == 1}
-        cap = set(range(prod.GetNumAtoms())) - own
-        up = _cap_triplet(prod, own, cap)
-        return None if up is None else SynthonSpec(role, variant, block, prod, sorted(own), up, None)
-    # linker: first the rule toward the parent (the linker is its child), then toward the child
-    rule_up, rule_down = rules
-    first = _react(rule_up, _probe_mol(rule_up.probes[1]), mol)
-    if first is None:
-        return None
-    o1 = _origin(first)
-    own1 = [i for i, (r, _) in enumerate(o1) if r == 1]
-    for atom in first.GetAtoms():
-        atom.SetIntProp("stage1", 1 if atom.GetIdx() in own1 else 0)
-    second = _react(rule_down, first, _probe_mol(rule_down.probes[0]))
-    if second is None:
-        return None
-    o2 = _origin(second)
-    own = set()
-    for i, (r, j) in enumerate(o2):
-        if r == 0 and first.GetAtomWithIdx(j).GetIntProp("stage1") == 1:
-            own.add(i)
-    up_cap = {i for i, (r, j) in enumerate(o2) if r == 0 and i not in own}
-    down_cap = {i for i, (r, _) in enumerate(o2) if r == 1}
-    up = _cap_triplet(second, own, up_cap)
-    down = _cap_triplet(second, own, down_cap)
-    if up is None or down is None or up[0] == down[0]:
-        return None
-    return SynthonSpec(role, variant, block, second, sorted(own), up, down)
-
-
-def synthon_variants() -> list[tuple[str, str]]:
-    """(role, variant) pairs needed by the routes, in a fixed order."""
-    out = []
-    for route in ROUTES:
-        if len(route.roles) == 2:
-            out += [(route.roles[0], f"parent:{route.rules[0]}"), (route.roles[1], f"child:{route.rules[0]}")]
-        else:
-            out += [(route.roles[0], f"parent:{route.rules[0]}"),
-                    (route.roles[1], f"linker:{route.rules[0]}:{route.rules[1]}"),
-                    (route.roles[2], f"child:{route.rules[1]}")]
-    return list(dict.fromkeys(out))
-
-
-# --------------------------------------------------------------------------- typing and properties
-
-
-_FEATURE_SMARTS = {
-    F_DONOR: ("[#7;!H0;!$([#7+0]-[#6]=[#7+])]", "[#8;H1]"),
-    F_ACCEPTOR: ("[#8;!$([#8]-[#6](=O)-[#7,#8])]", "[n;X2;H0]", "[#7;X1]", "[NX3;H0,H1,H2;!$(N-[a,C,S]=[O,N,S]);!$(N-a);!$(N-S(=O))]"),
-    F_HYDROPHOBE: ("[C;!$(C~[#7,#8,#9,S]);!$(C=O)]", "[c;!$(c~[#7,#8])]", "[Cl,Br,I]", "[S;X2]", "[CX4](F)(F)F"),
-    F_AROMATIC: ("a",),
-    F_POSITIVE: ("[NX3;H0,H1,H2;!$(N-[a,C,S,P]=[O,N,S]);!$(N-a);!$(N-[CX3]);!$(N-S);!$(N#*);!$(N-C#N);!$(N-[#7,#8])]",),
-    F_NEGATIVE: ("[CX3](=O)[OX2H1]", "[OX2H1]-[CX3]=O"),
-}
-
-
-@lru_cache(maxsize=None)
-def _feature_patterns():
-    from rdkit import Chem
-
-    return {f: [Chem.MolFromSmarts(s) for s in pats] for f, pats in _FEATURE_SMARTS.items()}
-
-
-def feature_bits(mol) -> np.ndarray:
-    """uint8 bit mask of pharmacophore features per atom of ``mol`` (bit f = FEATURES[f])."""
-    bits = np.zeros(mol.GetNumAtoms(), dtype=np.uint8)
-    for f, pats in _feature_patterns().items():
-        for pat in pats:
-            for match in mol.GetSubstructMatches(pat):
-                bits[match[0]] |= np.uint8(1 << f)
-    return bits
-
-
-def atom_properties(mol) -> dict:
-    """Per-atom additive contributions (Crippen logP, weight with implicit H,
-    Lipinski donors and acceptors, ring membership) of ``mol``."""
-    from rdkit.Chem import Descriptors, rdMolDescriptors
-
-    contribs = rdMolDescriptors._CalcCrippenContribs(mol)
-    logp = np.array([c[0] for c in contribs])
-    weight = np.array([a.GetMass() + a.GetTotalNumHs() * 1.008 for a in mol.GetAtoms()])
-    donor = np.array([(a.GetAtomicNum() in (7, 8)) * min(a.GetTotalNumHs(), 1) for a in mol.GetAtoms()], dtype=np.int8)
-    acceptor = np.array([a.GetAtomicNum() in (7, 8) for a in mol.GetAtoms()], dtype=np.int8)
-    del Descriptors
-    return {"logp": logp, "weight": weight, "donor": donor, "acceptor": acceptor}
-
-
-# --------------------------------------------------------------------------- embedding
-
-
-def _embed(capped, n_conf: int, seed: int) -> np.ndarray | None:
-    """Heavy-atom coordinates [n_conf, atoms, 3] of the capped molecule (ETKDGv3 + MMFF94)."""
-    from rdkit import Chem
-    from rdkit.Chem import AllChem
-
-    mol = Chem.AddHs(Chem.Mol(capped))
-    params = AllChem.ETKDGv3()
-    params.randomSeed = seed
-    params.pruneRmsThresh = 0.5
-    params.numThreads = 1
-    ids = list(AllChem.EmbedMultipleConfs(mol, numConfs=n_conf, params=params))
-    if not ids:
-        return None
-    AllChem.MMFFOptimizeMoleculeConfs(mol, numThreads=1, maxIters=2000)
-    heavy = [a.GetIdx() for a in mol.GetAtoms() if a.GetAtomicNum() > 1]
-    out = np.array([mol.GetConformer(c).GetPositions()[heavy] for c in ids])
-    return out
-
-
-def _n_conformers(capped) -> int:
-    from rdkit.Chem import rdMolDescriptors
-
-    rot = rdMolDescriptors.CalcNumRotatableBonds(capped)
-    return 1 if rot <= 1 else 3
-
-
-_RING = re.compile(r"(\[[^\]]*\]|%\d\d|\d|.)")
-
-
-def _written(mol, root: int) -> tuple[str, list[int]]:
-    """SMILES rooted at ``root`` and the written order of the atoms."""
-    from rdkit import Chem
-
-    smi = Chem.MolToSmiles(mol, rootedAtAtom=root, canonical=True)
-    order = [int(x) for x in mol.GetProp("_smilesAtomOutputOrder").strip("[],").split(",") if x != ""]
-    return smi, order
-
-
-def synthon_record(spec: SynthonSpec, index: int) -> dict | None:
-    """Everything a build needs of one synthon (strings, atoms, bonds, conformers)."""
-    from rdkit import Chem
-
-    capped = spec.capped
-    own = spec.synthon_atoms
-    # The synthon with dummies: [*:1] replaces the cap toward the parent, [*:2] the cap toward the child.
-    rw = Chem.RWMol(capped)
-    keep = set(own)
-    dummies = {}
-    for label, trip in ((1, spec.up), (2, spec.down)):
-        if trip is None:
-            continue
-        cap = trip[1]
-        dummies[label] = cap
-        keep.add(cap)
-    for label, cap in dummies.items():
-        atom = rw.GetAtomWithIdx(cap)
-        atom.SetAtomicNum(0)
-        atom.SetFormalCharge(0)
-        atom.SetNoImplicit(True)
-        atom.SetNumExplicitHs(0)
-        atom.SetIsAromatic(False)
-        atom.SetAtomMapNum(label)
-    for b in list(rw.GetBonds()):
-        i, j = b.GetBeginAtomIdx(), b.GetEndAtomIdx()
-        if (i in dummies.values() or j in dummies.values()) and b.GetIsAromatic():
-            b.SetIsAromatic(False)
-            b.SetBondType(Chem.BondType.SINGLE)
-    remove = sorted(set(range(capped.GetNumAtoms())) - keep, reverse=True)
-    old_index = [i for i in range(capped.GetNumAtoms()) if i in keep]
-    for i in remove:
-        rw.RemoveAtom(i)
-    syn = rw.GetMol()
-    syn.UpdatePropertyCache(strict=False)
-    new_of_old = {old: new for new, old in enumerate(old_index)}
-    # Written order: children are rooted at their parent-side dummy; parents at atom 0's canonical start.
-    if 1 in dummies:
-        smi, order = _written(syn, new_of_old[dummies[1]])
-    else:
-        smi, order = _written(syn, -1)
-    tokens = _RING.findall(smi)
-    # drop the root dummy token of a child; locate the child-side dummy token
-    atoms_written = [old_index[i] for i in order]  # capped-mol indices in written order (dummies included)
-    real_order = [c for c in atoms_written if c not in dummies.values()]
-    if 1 in dummies:
-        assert tokens[0] == "[*:1]", smi
-        tokens = tokens[1:]
-        if tokens and tokens[0] in ("-", "="):
-            tokens = tokens[1:]
-    insert_at = -1
-    if 2 in dummies:
-        pos = atoms_written.index(dummies[2])
-        insert_at = sum(1 for c in atoms_written[:pos] if c not in dummies.values())
-    text = "".join(tokens)
-    # Kekulé bonds of the synthon in written order (the product's joining bonds are single)
-    kek = Chem.Mol(capped)
-    Chem.Kekulize(kek, clearAromaticFlags=True)
-    pos_of = {c: k for k, c in enumerate(real_order)}
-    bonds = []
-    for b in kek.GetBonds():
-        i, j = b.GetBeginAtomIdx(), b.GetEndAtomIdx()
-        if i in pos_of and j in pos_of:
-            bonds.append((pos_of[i], pos_of[j], int(b.GetBondTypeAsDouble())))
-    bits = feature_bits(capped)[real_order]
-    props = atom_properties(capped)
-    n_conf = _n_conformers(capped)
-    coords = _embed(capped, n_conf, EMBED_SEED + index)
-    if coords is None:
-        return None
-
-    def trip(t):
-        if t is None:
-            return [-1, -1, -1], np.zeros((coords.shape[0], 2, 3))
-        attach, cap, nxt = t
-        heavy_index = {a.GetIdx(): k for k, a in enumerate(a for a in capped.GetAtoms())}
-        ref = np.stack([coords[:, heavy_index[cap]], coords[:, heavy_index[nxt]] if nxt >= 0 else coords[:, heavy_index[cap]]], axis=1)
-        return [pos_of[attach], -1, 1 if nxt >= 0 else 0], ref
-
-    up_idx, up_ref = trip(spec.up)
-    down_idx, down_ref = trip(spec.down)
-    # the attachment atom's own heavy neighbour inside the synthon (torsion reference for a child)
-    def own_neighbour(t):
-        if t is None:
-            return -1
-        attach = t[0]
-        nbrs = sorted(pos_of[n.GetIdx()] for n in capped.GetAtomWithIdx(attach).GetNeighbors() if n.GetIdx() in pos_of)
-        return nbrs[0] if nbrs else -1
-
-    return {
-        "role": spec.role, "variant": spec.variant, "block": spec.block, "text": text,
-        "insert_at": insert_at,
-        "z": np.array([capped.GetAtomWithIdx(c).GetAtomicNum() for c in real_order], dtype=np.int8),
-        "charge": np.array([capped.GetAtomWithIdx(c).GetFormalCharge() for c in real_order], dtype=np.int8),
-        "bits": bits, "bonds": np.array(bonds, dtype=np.int16).reshape(-1, 3),
-        "logp": props["logp"][real_order], "weight": props["weight"][real_order],
-        "donor": props["donor"][real_order], "acceptor": props["acceptor"][real_order],
-        "coords": coords[:, real_order].astype(np.float64),
-        "up_attach": up_idx[0], "up_ref": up_ref, "up_has_next": up_idx[2], "up_neighbour": own_neighbour(spec.up),
-        "down_attach": down_idx[0], "down_ref": down_ref, "down_has_next": down_idx[2],
-        "rings": int(capped.GetRingInfo().NumRings()),
-    }
-
+# The catalogue and the synthons, re-exported: ``fragments`` is where the rest of the kind looks.
+from .catalogue import (EMBED_SEED, FEATURES, FRAGMENTS_JSON, FRAGMENTS_NPZ, FRAGMENTS_VERSION,  # noqa: F401
+                        ROUTES, RULE_INDEX, RULES, Route, Rule)
+from .synthons import (SynthonSpec, _react, atom_properties, build_records, building_blocks,  # noqa: F401
+                       feature_bits, prepare_synthon, synthon_record, synthon_variants)
 
 # --------------------------------------------------------------------------- the table
 
@@ -638,23 +93,7 @@ class SynthonTable:
         return {k: np.array(v, dtype=np.int64) for k, v in out.items()}
 
 
-def build_records(progress: bool = True, per_variant: int | None = None) -> list[dict]:
-    blocks = building_blocks()
-    records = []
-    for role, variant in synthon_variants():
-        kept = 0
-        for smi in blocks[role][:per_variant]:
-            spec = prepare_synthon(role, smi, variant)
-            if spec is None:
-                continue
-            rec = synthon_record(spec, len(records))
-            if rec is None:
-                continue
-            records.append(rec)
-            kept += 1
-        if progress:
-            print(f"{role:>14} {variant:<36} {kept:>4} synthons", file=sys.stderr, flush=True)
-    return records
+
 
 
 def records_to_arrays(records: list[dict]) -> dict:
@@ -691,6 +130,14 @@ def records_to_arrays(records: list[dict]) -> dict:
     }
 
 
+__all__ = [
+    "EMBED_SEED", "FEATURES", "FRAGMENTS_JSON", "FRAGMENTS_NPZ", "FRAGMENTS_VERSION", "ROUTES", "RULE_INDEX", "RULES",
+    "Route", "Rule", "SynthonSpec", "SynthonTable", "TableError", "atom_properties", "build_records", "building_blocks",
+    "feature_bits", "load_table", "prepare_synthon", "records_to_arrays", "synthon_record", "synthon_variants",
+    "write_table",
+]
+
+
 def _digest(arrays: dict) -> str:
     h = hashlib.sha256()
     for key in sorted(arrays):
@@ -715,29 +162,47 @@ def write_table(path: Path = FRAGMENTS_NPZ, per_variant: int | None = None) -> d
     return meta
 
 
+class TableError(ValueError):
+    """The fragment table on disk is not the one this code reads (version or content)."""
+
+
 @lru_cache(maxsize=2)
 def load_table(path: str = str(FRAGMENTS_NPZ)) -> SynthonTable:
+    """The committed synthon table, its version and digest checked against its metadata (a table
+    written by another version of the catalogue, or changed since, is refused by name)."""
     if not Path(path).exists():
         raise FileNotFoundError(f"{path}: the fragment table is missing; make it with: python -m pipeline.screening.fragments --write")
+    meta = json.loads(Path(path).with_suffix(".json").read_text())
+    if meta.get("version") != FRAGMENTS_VERSION:
+        raise TableError(f"{path}: fragment table version {meta.get('version')!r}, this code reads version "
+                         f"{FRAGMENTS_VERSION}; regenerate it with: python -m pipeline.screening.fragments --write")
     with np.load(path, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
-    meta = json.loads(Path(path).with_suffix(".json").read_text())
+    if _digest(arrays) != meta.get("digest"):
+        raise TableError(f"{path}: its content does not match the digest in {Path(path).with_suffix('.json').name}; "
+                         "regenerate it with: python -m pipeline.screening.fragments --write")
     for key in ("roles", "variants", "blocks", "texts"):
         arrays[key] = arrays[key].astype(object)
     return SynthonTable(digest=meta["digest"], **arrays)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.screening.fragments", description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="generate and write data/fragments.npz")
-    parser.add_argument("--count", action="store_true", help="print the building blocks per role")
-    args = parser.parse_args(argv)
-    if args.count:
-        for role, items in building_blocks().items():
-            print(role, len(items))
-    if args.write:
-        print(json.dumps(write_table(), indent=2))
-    return 0
+    from ..commandline import Command, Option
+
+    command = Command("pipeline.screening.fragments", __doc__.splitlines()[0], [
+        Option("write", "generate and write data/fragments.npz (minutes of ETKDG)", kind=bool, default=False),
+        Option("count", "print the building blocks per role", kind=bool, default=False),
+    ])
+
+    def run(args: dict) -> int:
+        if args["count"]:
+            for role, items in building_blocks().items():
+                print(role, len(items))
+        if args["write"]:
+            print(json.dumps(write_table(), indent=2))
+        return 0
+
+    return command.main(argv, run)
 
 
 if __name__ == "__main__":
