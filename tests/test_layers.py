@@ -31,7 +31,8 @@ JUDGING = ("pipeline.score", "pipeline.audit", "pipeline.oracle", "pipeline.rele
 READERS = JUDGING + ("pipeline.validation", "pipeline.agents", "pipeline.harness", "pipeline.genotypes_io")
 #: The generator's internals: how a world is made, which a judge must not depend on.
 GENERATOR = ("pipeline.world", "pipeline.modalities", "pipeline.graph", "pipeline.build", "pipeline.writers",
-             "pipeline.screening.fragments", "pipeline.screening.library", "pipeline.screening.pocket",
+             "pipeline.screening.fragments", "pipeline.screening.catalogue", "pipeline.screening.synthons",
+             "pipeline.screening.library", "pipeline.screening.pocket",
              "pipeline.screening.writers", "pipeline.screening.sealed", "pipeline.screening.stages",
              "pipeline.screening.build")
 #: Modules agent code may use and the sandbox copies beside its runtime: stdlib and
@@ -51,7 +52,8 @@ STAGES = (
     ("config", ("pipeline.config_schema", "pipeline.config_rules", "pipeline.config", "pipeline.preflight",
                 "pipeline.screening.config")),
     ("world", ("pipeline.world", "pipeline.pathways", "pipeline.loci", "pipeline.imaging.site_fields",
-               "pipeline.screening.fragments", "pipeline.screening.library", "pipeline.screening.pocket")),
+               "pipeline.screening.fragments", "pipeline.screening.catalogue", "pipeline.screening.synthons",
+               "pipeline.screening.library", "pipeline.screening.pocket")),
     ("blocks", ("pipeline.blocks",)),
     ("modalities", ("pipeline.modalities", "pipeline.imaging", "pipeline.imaging.templates", "pipeline.imaging.render",
                     "pipeline.imaging.measure")),
