@@ -169,12 +169,12 @@ def test_delayed_set_claims_follow_the_evidence():
 
 
 def test_delayed_candidates_alone_are_knocked_down():
-    from pipeline.agents.analyst.lib import claims
+    from pipeline.agents.analyst.lib import experiments
 
     costs = {"cell_perturbation": 150000, "knockdown": 400000}
-    plan = claims.next_requests(_delayed_world(), {}, [], 450000, costs)
+    plan = experiments.next_requests(_delayed_world(), {}, [], 450000, costs)
     assert plan == [("knockdown", "D")]
-    assert claims.next_requests(_delayed_world(), {}, [], 300000, costs) == []
+    assert experiments.next_requests(_delayed_world(), {}, [], 300000, costs) == []
 
 
 def _linked_locus(n: int, seed: int, causal_protein: bool):
@@ -248,9 +248,9 @@ def _genetic_table():
 
 
 def test_genetic_verdicts_borrowed_pleiotropic_and_biased_drivers():
-    from pipeline.agents.analyst.lib import claims
+    from pipeline.agents.analyst.lib import claims, verdicts
 
-    verdict = claims.classify(_genetic_table(), {"z_screen": 3.5})["verdict"]
+    verdict = verdicts.classify(_genetic_table(), {"z_screen": 3.5})["verdict"]
     assert verdict["P00"]["label"] == "ld_neighbour"
     assert verdict["P01"]["label"] == "pleiotropy"
     assert verdict["P02"]["label"] == "driver" and verdict["P02"]["direction"] == "activate"
@@ -270,24 +270,24 @@ def test_weak_forward_evidence_is_tested_with_budget_left_and_claimed_only_on_an
     """Forward evidence under the proteome-wide bar makes no claim; with budget left after
     the planned experiments such proteins are knocked down, strongest first, and one whose
     knockdown moves disease is nominated (a null knockdown leaves it unclaimed)."""
-    from pipeline.agents.analyst.lib import claims
+    from pipeline.agents.analyst.lib import claims, experiments, verdicts
 
     table = _genetic_table()
     forward = {"P10": (2.6, 1.0, 0.4), "P11": (-2.2, -1.0, 0.1), "P12": (3.0, 1.0, 3.5), "P13": (5.0, 2.0, 0.2),
                "P14": (2.4, -1.0, 0.0)}
     for prot, (z_fwd, z_hf, z_early) in forward.items():
         table.loc[prot, ["z_forward_comb", "z_hf_beyond", "z_early_event_beyond"]] = z_fwd, z_hf, z_early
-    result = claims.classify(table, {"z_screen": 3.5})
+    result = verdicts.classify(table, {"z_screen": 3.5})
     verdict = result["verdict"]
     assert verdict["P13"]["label"] == "delayed_candidate"  # over the proteome-wide bar
     assert [q for q, v in verdict.items() if v["label"] == "forward_nominal"] == ["P10", "P11"]
     # P12: early events in excess (a harmful marker's profile); P14: later disease falls short.
     assert "P12" not in verdict and "P14" not in verdict
     costs = {"cell_perturbation": 150000, "knockdown": 400000}
-    plan = claims.next_requests(result, {}, [], 2_000_000, costs)
+    plan = experiments.next_requests(result, {}, [], 2_000_000, costs)
     # The delayed set, the strongest weak forward signal, the drivers (weakest MR first), the rest.
     assert plan == [("knockdown", q) for q in ("P13", "P10", "P03", "P02", "P11")]
-    assert claims.next_requests(result, {}, [], 800_000, costs) == [("knockdown", "P13"), ("knockdown", "P10")]
+    assert experiments.next_requests(result, {}, [], 800_000, costs) == [("knockdown", "P13"), ("knockdown", "P10")]
 
     untested = claims.claims_from(result, table, {})
     assert not {"P10", "P11"} & (set(untested["nominated"]) | {r["molecule"] for r in untested["rejected"]})

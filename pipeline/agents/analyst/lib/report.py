@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from .claims import load_findings
+from .experiments import load_findings
 
 COLUMNS = {
     "r_obs": "assoc r (adjusted)", "z_obs": "assoc z", "r_crude": "crude r", "r_within_centre": "r within centre",

@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from . import analysis, experiments
 from . import claims as claims_mod
 from . import data, evidence, genetics, imaging, phenotype, report
 from .store import Clock, Store
@@ -209,24 +210,24 @@ def task_scan(ctx, store: Store, clock: Clock) -> bool:
 
 
 def task_table(ctx, store: Store, clock: Clock) -> bool:
-    claims_mod.build_table(ctx, store)
+    analysis.build_table(ctx, store)
     log("proteome-wide evidence table computed")
     return True
 
 
 def task_evidence(ctx, store: Store, clock: Clock) -> bool:
-    result = claims_mod.analyse(ctx, store)
-    claims_mod.plan_and_request(ctx, store, result)
+    result = analysis.analyse(ctx, store)
+    experiments.plan_and_request(ctx, store, result)
     report.publish(ctx, store)
     return True
 
 
 def task_experiments(ctx, store: Store, clock: Clock) -> bool:
-    return claims_mod.follow_up(ctx, store)
+    return experiments.follow_up(ctx, store)
 
 
 def task_final(ctx, store: Store, clock: Clock) -> bool:
-    claims_mod.finalise(ctx, store)
+    experiments.finalise(ctx, store)
     report.publish(ctx, store, final=True)
     ctx["submit"]()
     return True
