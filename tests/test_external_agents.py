@@ -23,9 +23,14 @@ pytestmark = pytest.mark.skipif(not ISOLATED, reason=f"external agents always ru
 @pytest.fixture(scope="module")
 def example_site(tmp_path_factory):
     """The example agent package installed (pip, as a user would) into a folder of its own."""
+    import shutil
+
     target = tmp_path_factory.mktemp("agent-site")
+    source = tmp_path_factory.mktemp("agent-source") / EXAMPLE.name
+    # pip builds in the source tree (build/, *.egg-info): a copy keeps the repository clean
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-                           str(EXAMPLE)], capture_output=True, text=True, timeout=600)
+                           str(source)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (target / "dtw_example_agent").is_dir()
     return target
