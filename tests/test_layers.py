@@ -67,7 +67,9 @@ STAGES = (
                            "pipeline.agents", "pipeline.episode", "pipeline.chat_check", "pipeline.screening.validate",
                            "pipeline.screening.episode", "pipeline.screening.agents", "pipeline.screening.runtime",
                            "pipeline.screening.prompt", "pipeline.screening.strategy_code",
-                           "pipeline.screening.calibrate", "pipeline.evaluate", "pipeline.mcp")),
+                           "pipeline.screening.calibrate", "pipeline.evaluate", "pipeline.mcp",
+                           # the frameworks build training and panel worlds, then play them (Inspect, verifiers)
+                           "pipeline.frameworks", "pipeline.rl")),
 )
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "pipeline", "kernels")
+SOURCES = ("pyproject.toml", "README.md", "pipeline", "kernels", "drugtargetworld")
 
 
 def build_wheel(dest: Path) -> Path:
@@ -84,7 +84,8 @@ def test_wheel_carries_configs_and_schemas(installed):
                    "pipeline/schemas/truth.schema.json", "pipeline/data/calibration_targets.yaml", "kernels/mri.py"):
         assert needed in names, needed
     tops = {n.split("/")[0] for n in names}
-    assert tops == {"pipeline", "kernels", wheel.name.split("-py3")[0] + ".dist-info"}, tops
+    # drugtargetworld: the import package Inspect names the task after (drugtargetworld/episode)
+    assert tops == {"pipeline", "kernels", "drugtargetworld", wheel.name.split("-py3")[0] + ".dist-info"}, tops
     # the development seeds are in one place in the installed package: conf/world/
     seeded = [n for n in names if n.endswith(".yaml") and b"seed: \"0x" in zipfile.ZipFile(wheel).read(n)]
     assert seeded and all(n.startswith("pipeline/conf/world/") for n in seeded)
@@ -135,6 +136,24 @@ def test_installed_entry_points_are_hydra_apps(installed, tmp_path):
     proc = _run(python, ["-m", "pipeline.build"], elsewhere)
     assert proc.returncode == 2 and proc.stderr.startswith("error: world: none chosen"), proc.stderr
     assert os.listdir(elsewhere) == []
+
+
+def test_installed_wheel_registers_the_inspect_task(installed):
+    """Installed from the wheel (site-packages, not editable), Inspect's entry point finds the
+    task under the name the README gives: drugtargetworld/episode."""
+    pytest.importorskip("inspect_ai")
+    _, python, elsewhere = installed
+    code = """
+from inspect_ai._util.registry import registry_info, registry_lookup
+task = registry_lookup('task', 'drugtargetworld/episode')
+assert task is not None
+import drugtargetworld.inspect_task as module
+print(registry_info(task).name, module.__file__)
+"""
+    proc = _run(python, ["-c", code], elsewhere)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    name, where = proc.stdout.split()
+    assert name == "drugtargetworld/episode" and "site-packages/drugtargetworld/" in where, proc.stdout
 
 
 def test_agent_code_cannot_read_the_installed_seeds(installed, tmp_path):
