@@ -323,13 +323,8 @@ class EpisodeServer:
     def _harness_error(self) -> str:
         """The harness failed during a call (never the client's code): recorded, the episode ends scored from WORK."""
         session = self.session
-        detail = traceback.format_exc()[-8000:]
-        record = session.pending_record or {}
-        record.update(turn=session.turn + 1, harness_error=detail)
-        session.turns.append(record)
-        session.pending_record = {}
-        session.end("harness_error", detail.strip().splitlines()[-1])
-        log(f"error: the harness failed during a call; the episode ends: {detail.strip().splitlines()[-1]}")
+        detail = session.harness_failed(traceback.format_exc())
+        log(f"error: the harness failed during a call; the episode ends: {detail}")
         return f"The episode has ended ({session.exit_reason})."
 
     def _finish(self, reason: Optional[str] = None) -> dict:

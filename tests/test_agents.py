@@ -97,7 +97,7 @@ def test_truth_agent_needs_the_sealed_folder_and_others_never_get_it(tiny_world_
         create_agent("truth")
     agent = create_agent("cis_mr", sealed_dir=Path(tiny_world_noimaging) / "sealed")
     assert not hasattr(agent, "truth") and agent.name == "cis_mr"
-    with pytest.raises(ValueError, match="agent='nobody': unknown"):
+    with pytest.raises(ValueError, match="agent=nobody: unknown for a biobank world"):
         create_agent("nobody")
 
 

@@ -52,22 +52,14 @@ def is_project_agent(agent: Agent) -> bool:
 
 
 def create_agent(name: str, *, sealed_dir=None, **options) -> Agent:
-    """Build the agent ``name``; ``sealed_dir`` only reaches privileged agents."""
-    spec = REGISTRY.get(name)
-    if spec is None:
-        raise ValueError(f"agent={name!r}: unknown; valid: {', '.join(REGISTRY)}")
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        valid = ", ".join(sorted(spec.options)) or "none"
-        raise ValueError(f"agent {name}: unknown option(s) {', '.join(unknown)}; valid: {valid}")
-    if spec.privileged:
-        if sealed_dir is None:
-            raise ValueError(f"agent {name} needs the world's sealed folder (sealed_dir)")
-        agent = spec.factory(sealed_dir=sealed_dir, **options)
-    else:
-        agent = spec.factory(**options)
-    agent.name = name
-    return agent
+    """Build the agent ``name`` for a biobank world; ``sealed_dir`` only reaches privileged agents.
+
+    The registry of every kind (``pipeline.agents.registry.create``) does the work: a
+    reference agent, ``openai_chat``, ``<module>:<factory>`` or an entry point.
+    """
+    from .registry import create
+
+    return create("biobank", name, options, sealed_dir=sealed_dir).agent
 
 
 __all__ = [

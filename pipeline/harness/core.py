@@ -555,6 +555,21 @@ class Session:
 
     # -- the end
 
+    def harness_failed(self, trace: str) -> str:
+        """The harness's own failure during a turn or call (never the agent's code, which runs
+        elsewhere): recorded with that turn, and the episode ends, to be scored from WORK."""
+        detail = trace[-8000:]
+        record = self.pending_record or {}
+        record.update(turn=self.turn + 1, harness_error=detail)
+        self.turns.append(record)
+        self.pending_record = {}
+        self.end("harness_error", detail.strip().splitlines()[-1])
+        try:
+            self.save_transcript()
+        except Exception:
+            pass
+        return self.exit_detail
+
     def end(self, reason: str, detail: Optional[str] = None) -> None:
         if self.exit_reason is None:
             self.exit_reason, self.exit_detail = reason, detail
@@ -674,18 +689,7 @@ def play(session: Session, agent: Agent) -> dict:
         try:
             observation = session.respond(reply, policy_s=time.monotonic() - t0)
         except Exception:
-            # The harness's own failure during this turn (never the agent's code, which runs
-            # elsewhere): recorded with the turn, and the episode ends scored from WORK.
-            detail = traceback.format_exc()[-8000:]
-            record = session.pending_record or {}
-            record.update(turn=session.turn + 1, harness_error=detail)
-            session.turns.append(record)
-            session.pending_record = {}
-            session.end("harness_error", detail.strip().splitlines()[-1])
-            try:
-                session.save_transcript()
-            except Exception:
-                pass
+            session.harness_failed(traceback.format_exc())
     result = session.finish()
     close = getattr(agent, "close", None)  # a sandboxed policy's process ends with its episode
     if callable(close):

@@ -298,11 +298,15 @@ def walk(root: str | os.PathLike, *, max_depth: int = MAX_DEPTH, too_deep: Optio
                     continue
                 stack.append((child, path, depth + 1, _names(child)))
     finally:
-        for fd, *_ in stack:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        _close_all(stack)
+
+
+def _close_all(stack: list) -> None:
+    for fd, *_ in stack:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _names(fd: int) -> list:
@@ -400,11 +404,7 @@ def _remove_bounded(base_fd: int, name: str, pending: list) -> None:
             os.close(fd)
             stack.pop()
     finally:
-        for fd, *_ in stack:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        _close_all(stack)
 
 
 def remove_tree(path: str | os.PathLike) -> None:

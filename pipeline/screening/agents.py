@@ -106,9 +106,7 @@ def is_reference_agent(agent) -> bool:
 
 
 def create_agent(name: str, **options):
-    spec = REGISTRY.get(name)
-    if spec is None:
-        raise ValueError(f"agent={name!r}: unknown for a screening world; valid: {', '.join(REGISTRY)}")
-    agent = spec.factory(**options)
-    agent.name = name
-    return agent
+    """Build the screening agent ``name`` (the registry of every kind does the work)."""
+    from ..agents.registry import create
+
+    return create("screening", name, options).agent
