@@ -70,7 +70,7 @@ from inspect_ai.tool import ToolCallContent, ToolCallView, ToolDef, ToolParams
 from pipeline.agents.tools import Reply, ToolCall
 from pipeline.frameworks import worlds as W
 from pipeline.frameworks.common import (BIOBANK_COMPONENTS, BUDGETS, ParameterError, check_bool, check_choice,
-                                        check_int, check_number, note_usage, parse_budget, parse_budgets, parse_list,
+                                        check_int, check_number, harness_failed, note_usage, parse_budget, parse_budgets, parse_list,
                                         refuse_call, score_metrics, score_summary)
 
 try:  # Inspect prints a PrerequisiteError's message alone (no traceback): a one-line error
@@ -247,8 +247,8 @@ def _make_tool(spec, binding: _Binding):
         call = ToolCall(spec.name, dict(kwargs), binding.take(spec.name, kwargs))
         try:
             text, _ = await anyio.to_thread.run_sync(binding.session.call, call)
-        except Exception as error:  # the harness's own failure: the model is told; the episode goes on scored
-            text = f"The harness failed on this call ({type(error).__name__}); it had no effect."
+        except Exception as error:  # the harness's own failure: the episode ends, scored from WORK
+            text = harness_failed(binding.session, error)
         return text
 
     return ToolDef(execute, name=spec.name, description=spec.description,
@@ -352,8 +352,12 @@ def episode_agent():
                     await _play_calls(state, session, binding, message)
                 else:
                     reply = Reply(text=message.text, usage=_usage(output), latency_s=latency)
-                    observation = await anyio.to_thread.run_sync(session.respond, reply)
-                    state.messages.append(ChatMessageUser(content=f"{NO_TOOL_NOTICE}\n{observation.text}"))
+                    try:
+                        observation = await anyio.to_thread.run_sync(session.respond, reply)
+                        text = f"{NO_TOOL_NOTICE}\n{observation.text}"
+                    except Exception as error:  # the harness's own failure: the episode ends, scored
+                        text = harness_failed(session, error)
+                    state.messages.append(ChatMessageUser(content=text))
         except LimitExceededError as error:
             reason = {"time": "time_limit", "working": "time_limit", "message": "turn_limit"}.get(error.type,
                                                                                                "policy_error")

@@ -253,6 +253,29 @@ def test_another_solver_can_play_the_episodes_tools(tiny_screening, tmp_path):
     assert any("via generate" in (m.text or "") for m in sample.messages if m.role == "tool")
 
 
+def test_a_harness_failure_ends_the_episode_scored(tiny_screening, tmp_path, monkeypatch):
+    """The harness's own failure during a call ends the episode as harness_error (scored from
+    WORK, as the core's own loop does), never a crashed sample."""
+    from pipeline.harness.core import Session
+
+    real = Session.call
+
+    def failing(self, tool_call):
+        if tool_call.name == "budget":
+            raise RuntimeError("a harness bug")
+        return real(self, tool_call)
+
+    monkeypatch.setattr(Session, "call", failing)
+    outputs = [call("run_python", {"code": "print(1)"}, "c1"), call("budget", {}, "c2"), call("finish", {}, "c3")]
+    (log,) = run(episode(world_dir=tiny_screening, episodes_dir=str(tmp_path / "episodes")), outputs, tmp_path)
+    sample = only_sample(log)
+    meta = sample.scores["drugtargetworld_score"].metadata
+    assert meta["exit_reason"] == "harness_error" and "a harness bug" in meta["exit_detail"]
+    assert meta["total"] == pytest.approx(rescored(meta, tiny_screening, "screening")["total"])
+    assert [m.tool_call_id for m in sample.messages if m.role == "tool"] == ["c1", "c2"]  # c3 never asked for
+    assert "the episode has ended (harness_error)" in sample.messages[-1].text
+
+
 def test_bad_parameters_are_one_line_errors(tiny_world_noimaging, tiny_screening, tmp_path):
     cases = [
         (dict(world_dir=tiny_world_noimaging, budget=5), "budget=5: invalid; valid: one of 0, 450000, 2000000"),

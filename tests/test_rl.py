@@ -282,3 +282,29 @@ def test_a_group_of_rollouts_shares_one_world(cache, tmp_path, monkeypatch):
     (out,) = play(env, steps)
     assert builds == [1]
     assert not Path(out["dtw_score"]["episode"]["episode_dir"]).exists()
+
+
+@needs_isolation
+def test_a_harness_failure_ends_the_rollout_scored(cache, tmp_path, monkeypatch):
+    from pipeline.harness.core import Session
+
+    real = Session.respond
+    seen = []
+
+    def failing(self, reply, **kw):
+        seen.append(reply)
+        if len(seen) == 2:
+            raise RuntimeError("a harness bug")
+        return real(self, reply, **kw)
+
+    monkeypatch.setattr(Session, "respond", failing)
+    env = load_environment(kind="screening", n_worlds=1, preset="labels-05", cache_dir=str(cache),
+                           episodes_dir=str(tmp_path / "episodes"), keep_episodes=True)
+    steps = [completion([("run_python", {"code": "print(1)"})]), completion([("budget", {})]),
+             completion([("finish", {})])]
+    (out,) = play(env, steps)
+    result = out["dtw_score"]
+    assert out["error"] is None and result["episode"]["exit_reason"] == "harness_error"
+    assert "a harness bug" in result["episode"]["exit_detail"]
+    assert out["reward"] == pytest.approx(rescored(result)["total"] / 100)
+    assert out["completion"][-1]["content"].endswith("the episode has ended (harness_error).")

@@ -194,5 +194,20 @@ def refuse_call(session, name: Any, arguments: Any, call_id: Optional[str], prob
     return None
 
 
+def harness_failed(session, error: BaseException) -> str:
+    """The harness's own failure during a call or turn (never the agent's code, which runs in the
+    sandbox): the episode ends with ``harness_error``, to be scored from WORK (and not replayed),
+    as the core's own policy loop ends it.  Returns what the model is told."""
+    import traceback
+
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    record = getattr(session, "harness_failed", None)
+    if callable(record):  # the core's own record of it, where the core has one
+        record(trace)
+    else:
+        session.end("harness_error", f"{type(error).__name__}: {' '.join(str(error).split())[:2000]}")
+    return f"The harness failed during this call ({type(error).__name__}); the episode has ended (harness_error)."
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)

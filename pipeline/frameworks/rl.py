@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .common import (BIOBANK_COMPONENTS, ParameterError, check_bool, check_choice, check_int, check_number,
-                     parse_budgets, score_metrics, score_summary)
+                     harness_failed, parse_budgets, score_metrics, score_summary)
 from . import worlds as W
 
 PLACEHOLDER = "A DrugTargetWorld training episode: the task instructions are given when the episode starts."
@@ -326,7 +326,13 @@ def _environment_class():
             span = state["timing"].model.spans[-1] if state["timing"].model.spans else None
             latency = (span.end - span.start) if span is not None and span.end else None
             reply = Reply(text=text, tool_calls=calls, usage=usage, latency_s=latency)
-            observation = await asyncio.to_thread(session.respond, reply)
+            try:
+                observation = await asyncio.to_thread(session.respond, reply)
+            except Exception as error:  # the harness's own failure: the episode ends, scored from WORK
+                told = harness_failed(session, error)
+                out = [ToolMessage(content=told, tool_call_id=c.id) for c in calls] or [UserMessage(content=told)]
+                state["final_env_response"] = out
+                return out
             if calls:
                 by_id = {r["id"]: r["text"] for r in observation.tool_results}
                 out = [ToolMessage(content=by_id.get(c.id, observation.text), tool_call_id=c.id) for c in calls]
