@@ -163,12 +163,7 @@ def score_summary(result: dict) -> dict:
 def note_usage(session, usage: Optional[dict], cost_usd: Optional[float] = None) -> None:
     """Add one model call's token usage to the episode (the turn's record and the episode's
     sum), as ``Session.respond`` does for a reply it plays itself."""
-    from ..agents.tools import add_usage
-
-    if usage is None and cost_usd is None:
-        return
-    add_usage(session.usage, usage, cost_usd)
-    add_usage(session.pending_record.setdefault("usage", {}), usage, cost_usd)
+    session.note_usage(usage, cost_usd)
 
 
 def refuse_call(session, name: Any, arguments: Any, call_id: Optional[str], problem: str):
@@ -176,22 +171,16 @@ def refuse_call(session, name: Any, arguments: Any, call_id: Optional[str], prob
     schema check): kept in the turn's transcript record and counted towards the core's cap
     of calls that run no program (``MAX_CALLS_PER_TURN``), so a model that keeps calling
     tools wrongly still uses up turns.  Returns the observation when the cap used the turn."""
-    from ..agents.tools import MAX_CALLS_PER_TURN
     from ..harness import safeio, safejson
     from ..harness.core import TOOL_TEXT_CAP
 
     if session.done:
         return None
     text = arguments if isinstance(arguments, str) else safejson.dumps_safe(arguments)
-    session.pending_record.setdefault("tool_calls", []).append({
+    return session.record_call({
         "name": safeio.printable(str(name), 200), "id": call_id,
         "arguments": safeio.bounded_text(text, TOOL_TEXT_CAP)["text"], "refused": True, "refused_by": "framework",
         "result": safeio.bounded_text(f"Refused: {problem}", TOOL_TEXT_CAP)["text"]})
-    session.calls_since_turn += 1
-    if session.calls_since_turn > MAX_CALLS_PER_TURN:
-        return session.no_code(f"{session.calls_since_turn} tool calls ran no program (at most "
-                               f"{MAX_CALLS_PER_TURN} between two program runs): the turn is used.")
-    return None
 
 
 def harness_failed(session, error: BaseException) -> str:
@@ -200,12 +189,7 @@ def harness_failed(session, error: BaseException) -> str:
     as the core's own policy loop ends it.  Returns what the model is told."""
     import traceback
 
-    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    record = getattr(session, "harness_failed", None)
-    if callable(record):  # the core's own record of it, where the core has one
-        record(trace)
-    else:
-        session.end("harness_error", f"{type(error).__name__}: {' '.join(str(error).split())[:2000]}")
+    session.harness_failed("".join(traceback.format_exception(type(error), error, error.__traceback__)))
     return f"The harness failed during this call ({type(error).__name__}); the episode has ended (harness_error)."
 
 

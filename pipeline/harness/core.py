@@ -487,13 +487,29 @@ class Session:
                 observation = self.final_actions(outcome.ends)
                 return text, observation
         entry["result"] = safeio.bounded_text(text, TOOL_TEXT_CAP)["text"]
+        observation = self.record_call(entry)
+        if observation is not None:
+            text += "\n" + observation.text
+        return text, observation
+
+    def record_call(self, entry: dict) -> Optional[Observation]:
+        """Keep a call that ran no program in the turn's record and count it towards the cap of
+        ``MAX_CALLS_PER_TURN``; past the cap the turn is used (the observation is returned).
+        A framework that refuses a call itself (Inspect's schema check) records it here too."""
         self.pending_record.setdefault("tool_calls", []).append(entry)
         self.calls_since_turn += 1
         if self.calls_since_turn > MAX_CALLS_PER_TURN:
-            observation = self.no_code(f"{self.calls_since_turn} tool calls ran no program (at most "
-                                       f"{MAX_CALLS_PER_TURN} between two program runs): the turn is used.")
-            text += "\n" + observation.text
-        return text, observation
+            return self.no_code(f"{self.calls_since_turn} tool calls ran no program (at most "
+                                f"{MAX_CALLS_PER_TURN} between two program runs): the turn is used.")
+        return None
+
+    def note_usage(self, usage: Optional[dict], cost_usd: Optional[float] = None) -> None:
+        """Add one model call's token usage to the turn in progress and to the episode's sum (for a
+        driver that calls the model itself: Inspect, verifiers)."""
+        if usage is None and cost_usd is None:
+            return
+        add_usage(self.usage, usage, cost_usd)
+        add_usage(self.pending_record.setdefault("usage", {}), usage, cost_usd)
 
     def final_actions(self, reason: str) -> Observation:
         """End the episode after a call that ends it: what was queued is still charged and delivered."""
