@@ -153,13 +153,10 @@ def test_vcf_valid_for_bcftools_and_scikit_allel(tiny_world_noimaging):
     assert dos.dtypes.unique().tolist() == [np.int8]
 
 
-def test_determinism_across_schedulers_and_chunking(tmp_path, tiny_world_noimaging, local_cluster):
-    """The session's sync build against one on the session's LocalCluster (two worker
-    processes) and one in single-block tasks."""
+def test_determinism_across_chunking(tmp_path, tiny_world_noimaging):
+    """The session's sync build against one in single-block tasks (the same bytes on a
+    LocalCluster of worker processes is tests/test_conformance.py's, for every kind)."""
     reference = digest_tree(tiny_world_noimaging)
-    local = build_world(tmp_path / "local", extra=("release=noimaging", "cluster=local", "cluster.n_workers=2",
-                                                   "cluster.progress=false"), executor=local_cluster)
-    assert digest_tree(local) == reference
     rechunked = build_world(tmp_path / "chunk1", extra=("release=noimaging", "cluster.chunk_blocks=1"))
     assert digest_tree(rechunked) == reference
 

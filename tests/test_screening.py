@@ -124,18 +124,6 @@ def test_tiny_build_release_and_sealed(world):
     assert verify(out, out.release) == [] and verify(out, out.sealed) == []
 
 
-def test_same_bytes_for_sync_and_a_local_cluster(world, tmp_path, local_cluster):
-    """The shared world (two 5,000-row shards, built in this process) rebuilt on a LocalCluster
-    with two worker processes (the session's, ``conftest.local_cluster``: the biobank tests'
-    cluster, already running when the whole suite gets here)."""
-    b = _load([*(o for o in TINY if o != "cluster=sync"), "cluster=local", "cluster.n_workers=2", "cluster.progress=false"], tmp_path / "b")
-    assert local_cluster.n_workers == 2 and local_cluster.kind == "dask"
-    build(b, executor=local_cluster, progress=False)
-    ha, hb = _manifest_hashes(world), _manifest_hashes(tmp_path / "b" / "screening-01")
-    assert ha.keys() == hb.keys()
-    assert [k for k in ha if ha[k] != hb[k]] == []
-
-
 def test_resume_reuses_finished_shards(tmp_path):
     from pipeline.screening import build as sbuild, stages
 

@@ -129,13 +129,15 @@ def experiment(sealed_dir, feature: str) -> float:
 
 def score_episode(sealed_dir, work_dir, ledger=None) -> dict:
     truth = _read_truth(sealed_dir)
-    try:
-        submitted = json.loads((Path(work_dir) / "submission.json").read_text())
+    path = Path(work_dir) / "submission.json"
+    try:  # a regular file only: the agent may leave a FIFO, a link or a folder there
+        submitted = json.loads(path.read_bytes()) if path.is_file() and not path.is_symlink() else {}
     except (OSError, ValueError):
         submitted = {}
     named = submitted.get("driver") if isinstance(submitted, dict) else None
-    return {"kind": NAME, "world_id": truth["world_id"], "driver_named": named == truth["driver"],
-            "score": 1.0 if named == truth["driver"] else 0.0}
+    score = 1.0 if named == truth["driver"] else 0.0
+    return {"kind": NAME, "world_id": truth["world_id"], "driver_named": named == truth["driver"], "score": score,
+            "total": 100.0 * score}
 
 
 #: The scripted agent: the feature most correlated with the outcome (the harness's tools: RELEASE, submit()).
@@ -216,7 +218,7 @@ class ToyEpisode(KindEpisode):
         return score_episode(self.sealed, session.work), "work"
 
     def crash_score(self, reason: str) -> dict:
-        return {"kind": NAME, "score": 0.0, "details": {"runner_crash": reason}}
+        return {"kind": NAME, "score": 0.0, "total": 0.0, "details": {"runner_crash": reason}}
 
 
 def validate_main(argv: list) -> int:
@@ -233,13 +235,15 @@ def validate_main(argv: list) -> int:
 
 
 def audit_main(argv: list) -> int:
-    """The driver's name appears nowhere in the release's files but as a column name among all the others."""
+    """The release is its manifest's, and neither the driver's claim nor the world id appears in it."""
     world = Path(argv[0])
     truth = _read_truth(world / bundle.SEALED)
-    needle = json.dumps({"driver": truth["driver"]}).encode()
-    leaked = [p.name for p in (world / bundle.RELEASE).iterdir() if needle in p.read_bytes()]
-    print(json.dumps({"passed": not leaked, "leaked_in": leaked}))
-    return 0 if not leaked else 1
+    needles = [json.dumps({"driver": truth["driver"]}).encode(), truth["world_id"].encode()]
+    leaked = [p.name for p in (world / bundle.RELEASE).iterdir() if any(n in p.read_bytes() for n in needles)]
+    stray = bundle.verify(world / bundle.RELEASE)
+    passed = not leaked and not stray
+    print(json.dumps({"passed": passed, "leaked_in": leaked, "not_the_manifest": stray}))
+    return 0 if passed else 1
 
 
 KIND = kinds.WorldKind(

@@ -10,9 +10,10 @@ Checks (thresholds from standard errors; the tests use a family-wise level):
   chi-square test of the top-K's counts per shard, both p > 1e-4;
 * position inside a shard: Spearman(row mod shard size, score) within 4 SE;
 * SDF files: each shard's molecules are exactly its rows, in row order, titled by id;
-* metadata: the release manifest's keys are the allowed ones; no release file holds the
-  seed (hex or decimal), a sealed file name, a score, or a Parquet key-value entry other
-  than pyarrow's schema; the README states only the rules of the game.
+* metadata: the release verifies against its manifest (no file added, changed or
+  missing); the manifest's keys are the allowed ones; no release file holds the seed (hex
+  or decimal), the world id, a sealed file name, a score, or a Parquet key-value entry
+  other than pyarrow's schema; the README states only the rules of the game.
 """
 from __future__ import annotations
 
@@ -87,7 +88,11 @@ def audit(world_dir) -> dict:
     check("each SDF shard holds its rows in row order, titled by id", sdf_ok, n_shards)
     manifest = json.loads((release / bundle.MANIFEST).read_text())
     check("release manifest has only the allowed keys", set(manifest) <= RELEASE_MANIFEST_KEYS, sorted(set(manifest) - RELEASE_MANIFEST_KEYS))
-    needles = [hex(seed)[2:].encode(), str(seed).encode(), *[name.encode() for name in SEALED_FILES]]
+    stray = bundle.verify(release)
+    check("every release file is the manifest's, with its size and SHA-256", not stray, stray[:5])
+    # The world's id is the sealed manifest's only (an agent is never told which world it plays).
+    needles = [hex(seed)[2:].encode(), str(seed).encode(), oracle["world_id"].encode(),
+               *[name.encode() for name in SEALED_FILES]]
     found = []
     for path in sorted(p for p in release.rglob("*") if p.is_file()):
         data = path.read_bytes()
@@ -96,7 +101,7 @@ def audit(world_dir) -> dict:
         for needle in needles:
             if needle in data:
                 found.append(f"{path.name}: {needle[:12].decode()}")
-    check("no release file holds the seed or a sealed file name", not found, found[:5])
+    check("no release file holds the seed, the world id or a sealed file name", not found, found[:5])
     readme = (release / README).read_text()
     numbers = re.findall(r"-?\d+\.\d{3,}", readme)
     check("the README holds no score-like number", not numbers, numbers[:5])

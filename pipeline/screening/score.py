@@ -55,19 +55,26 @@ def score_submissions(submissions: list[list], top_ids: list, n: int, submission
 
 
 def _from_ledger(path: Path) -> tuple[list, dict]:
-    subs, info = [], {"labels_used": 0, "refused_rows": 0}
-    with open(path, encoding="utf-8") as handle:
+    """Accepted submissions and label use from the harness's ledger; a damaged line (invalid text,
+    not a row) is counted in ``malformed_rows`` and skipped, never a crash."""
+    subs, info = [], {"labels_used": 0, "refused_rows": 0, "malformed_rows": 0}
+    with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
+            if not line.strip():
+                continue
             try:
                 row = json.loads(line)
-            except ValueError:
-                continue
-            if row.get("action") == "labels" and row.get("status") == "ok":
-                info["labels_used"] += int(row.get("charged", 0))
-            elif row.get("action") == "submit" and row.get("status") == "ok":
-                subs.append([row_id for row_id in row.get("rows", [])])
-            elif row.get("status") == "refused":
-                info["refused_rows"] += 1
+                if not isinstance(row, dict):
+                    raise ValueError
+                if row.get("action") == "labels" and row.get("status") == "ok":
+                    info["labels_used"] += int(row.get("charged", 0))
+                elif row.get("action") == "submit" and row.get("status") == "ok":
+                    rows = row.get("rows", [])
+                    subs.append([int(r) for r in rows] if isinstance(rows, list) else None)
+                elif row.get("status") == "refused":
+                    info["refused_rows"] += 1
+            except (ValueError, TypeError, RecursionError):
+                info["malformed_rows"] += 1
     return subs, info
 
 
@@ -79,7 +86,7 @@ def score_episode(sealed_dir, work_dir, ledger: Optional[str] = None) -> dict:
     details: dict = {"warnings": []}
     if ledger is not None and Path(ledger).is_file():
         rows, info = _from_ledger(Path(ledger))
-        submissions = [[f"C{r:0{width}d}" for r in sub] for sub in rows]
+        submissions = [None if sub is None else [f"C{r:0{width}d}" for r in sub] for sub in rows]
         details["source"] = "ledger"
         details.update(info)
     else:
