@@ -630,6 +630,44 @@ def test_phenotype_sign_and_affine_invariant_and_aligned_by_subject_id():
     assert result["details"]["phenotype_construction"]["r"] == pytest.approx(0.7)
 
 
+def test_submitting_only_the_tails_does_not_inflate_the_phenotype():
+    """Issue 25 (4): under S2.5 an agent picks the participants it is scored on, so keeping only
+    the tails of its own phenotype inflates |r|.  The scored set is now the world's (the imaged
+    participants of the eval mask, b's set) and a missing value takes the submitted mean, so the
+    tails alone score exactly as the tails plus the mean for everybody else, and below the
+    whole phenotype (for normal scores corr(g(X), Y) = corr(g(X), X) corr(X, Y)); paper_compat
+    keeps S2.5's rule, under which the inflation is back."""
+    n = 4000
+    rng = np.random.default_rng(25)
+    ids = pd.Index([f"S{i:05d}" for i in range(n)], name="subject_id")
+    latent = pd.Series(rng.standard_normal(n), index=ids, name="latent")
+    mask = rng.random(n) < 0.5
+    imaged = rng.random(n) < 0.5
+    scored = mask & imaged
+    values = 0.45 * latent.to_numpy() + math.sqrt(1 - 0.45 ** 2) * rng.standard_normal(n)
+    tails = np.where(np.abs(values) >= np.quantile(np.abs(values[scored]), 0.8), values, np.nan)
+    finite = np.isfinite(tails)
+    mean_filled = np.where(finite, tails, np.mean(tails[scored & finite]))
+
+    def r_of(phenotype, **kw):
+        table = pd.DataFrame({"subject_id": ids, "phenotype": phenotype})
+        result = run(PAIR_FREE, None, table, baseline_b=0.20, latent=latent, mask=mask, imaged=imaged, **kw)
+        return result["details"]["phenotype_construction"], result["phenotype_construction"]
+
+    (whole, _), (only_tails, tails_points), (filled, filled_points) = r_of(values), r_of(tails), r_of(mean_filled)
+    assert only_tails["n_set"] == int(scored.sum()) and only_tails["n_imputed"] == int((scored & ~finite).sum())
+    assert only_tails["r"] == pytest.approx(filled["r"], abs=1e-12) and tails_points == pytest.approx(filled_points)
+    # expected r: 0.45 * corr(g(X), X) = 0.45 * 0.87 for the top fifth; the standard error at n ~ 1,000 is 0.03
+    assert only_tails["r"] < whole["r"] - 0.02
+    # participants outside the scored set never count, whatever is submitted for them
+    noisy = np.where(scored, values, rng.standard_normal(n) * 100)
+    assert r_of(noisy)[0]["r"] == pytest.approx(whole["r"])
+    # S2.5's rule, kept behind paper_compat, is the one the tails game
+    compat_tails, compat_whole = r_of(tails, paper_compat=True)[0], r_of(values, paper_compat=True)[0]
+    assert compat_tails["r"] > compat_whole["r"] + 0.1
+    assert "paper_compat" in compat_tails["rule"]
+
+
 def test_phenotype_duplicate_subject_ids_zero_credit():
     table = latent_phenotype()
     table = pd.concat([table, table.iloc[[5]]])
