@@ -82,7 +82,7 @@ class Placement:
 
 
 def place(rng, V, P, role_of, drivers, contig, position, af, decay_bp, t4_causal, t4_partner, t7, pairs, linked,
-          n_master, private_trans, driver_trans, poly_beta, r_max, n, leak_weak_ld=None) -> Placement:
+          n_master, private_trans, driver_trans, poly_beta, r_max, n) -> Placement:
     """Cis, trans and direct loci of every protein (SPEC section 4; issues 12 and 29).
 
     Units are placed in one random order, each on a variant drawn uniformly from those at
@@ -186,14 +186,6 @@ def place(rng, V, P, role_of, drivers, contig, position, af, decay_bp, t4_causal
         else:
             for p in ps:
                 protein_cis[p] = v
-    if leak_weak_ld is not None:
-        # test-only (test_leaks=weak_ld): one ordinary protein moved next to the strongest
-        # driver at the largest r^2 the pre-issue-29 rule allowed (<= LINK_R2)
-        protein, driver = leak_weak_ld
-        vd = int(protein_cis[driver])
-        best = _weakly_linked(vd, contig, position, af, decay_bp, protein_cis)
-        if best is not None:
-            protein_cis[protein] = best
     masters = np.sort([variant_of[g] for g in range(len(units)) if g in variant_of and units[g][0] == "master"]).astype(np.int64)
     direct = next(variant_of[g] for g in variant_of if units[g][0] == "direct")
 
@@ -339,12 +331,31 @@ def _place_polygenic(rng, V, beta, free, claims, variant_of, nb, contig, positio
     return out
 
 
-def _weakly_linked(v, contig, position, af, decay_bp, protein_cis):
-    """The variant with the largest expected r^2 <= LINK_R2 to variant ``v`` that is no protein's cis variant."""
-    i, j, r2 = ld.linked_pairs(contig, position, af, decay_bp, r2_min=1e-4)
-    mask = ((i == v) | (j == v)) & (r2 <= ld.LINK_R2)
-    other = np.where(i[mask] == v, j[mask], i[mask])
-    ok = ~np.isin(other, protein_cis)
-    if not ok.any():
-        return None
-    return int(other[ok][np.argmax(r2[mask][ok])])
+def weak_ld_leak(protein, driver, protein_cis, contig, position, af, rho, decay_bp, taken) -> bool:
+    """Test-only (``test_leaks=weak_ld``): the pre-issue-29 defect made certain.  The variant
+    next to the driver's cis variant (no locus) is moved to where its expected haplotype r^2
+    with it is just under LINK_R2, the old rule's bound, and ``protein`` takes it as its cis
+    variant.  Changes ``position``, ``rho`` and ``protein_cis`` in place; False if no
+    neighbour is free."""
+    vd = int(protein_cis[driver])
+    for u, nxt in ((vd + 1, vd + 2), (vd - 1, vd - 2)):
+        if not 0 <= u < len(position) or contig[u] != contig[vd] or u in taken:
+            continue
+        lo, hi = 1.0, 20.0 * decay_bp  # distance with r^2 just under LINK_R2
+        for _ in range(80):
+            mid = 0.5 * (lo + hi)
+            r = float(np.ravel(ld.expected_haplotype_r(np.array([af[vd]]), np.array([af[u]]), np.array([np.exp(-mid / decay_bp)])))[0])
+            lo, hi = (mid, hi) if r * r > 0.999 * ld.LINK_R2 else (lo, mid)
+        d = int(np.ceil(hi))
+        new = position[vd] + d if u > vd else position[vd] - d
+        bound_ok = (not 0 <= nxt < len(position) or contig[nxt] != contig[vd]
+                    or (new < position[nxt] if u > vd else new > position[nxt]))
+        if not bound_ok or new <= 0:
+            continue
+        position[u] = new
+        for k in (u, u + 1):
+            if 0 < k < len(position):
+                rho[k] = np.exp(-abs(position[k] - position[k - 1]) / decay_bp) if contig[k] == contig[k - 1] else 0.0
+        protein_cis[protein] = u
+        return True
+    return False

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from . import ld, linkage, pathways, seeds
-from .loci import _linked_to, _loci_leaky, pairs_and_linked, place
+from .loci import _linked_to, _loci_leaky, pairs_and_linked, place, weak_ld_leak
 from .config import BLOCK_SIZE, ConfigError, Resolved
 
 # GRCh38 autosome lengths: the variant map spreads over a human-sized genome so that
@@ -467,12 +467,15 @@ def sample_world(resolved: Resolved) -> World:
         if weak_ld and len(drivers):
             strongest = max((e for e in effects if e["kind"] == "driver_cis"), key=lambda e: e["beta_l"])["protein"]
             taken = set(role_of.values()) | members | set(int(a) for a, _ in coregulated) | linked
-            leak_protein = (next(p for p in range(P) if p not in taken), int(strongest))
+            leak_protein = (next(p for p in reversed(range(P)) if p not in taken), int(strongest))
         pl = place(irng, V, P, role_of, drivers, contig, position, af, decay, t4_causal, t4_partner if t4_shared else None,
                    decoys.get("T7"), pairs, linked, n_master, trans_units, [int(d) for d in drivers],
-                   np.array([max(e["beta_l"], e["beta_late"]) for e in effects if e["kind"] == "polygenic"]), r_max, world.n,
-                   leak_weak_ld=leak_protein)
+                   np.array([max(e["beta_l"], e["beta_late"]) for e in effects if e["kind"] == "polygenic"]), r_max, world.n)
         master_variants, protein_cis, direct_variant, polygenic_variants = pl.masters, pl.protein_cis, pl.direct, pl.polygenic
+        if leak_protein is not None:  # test-only: an ordinary protein in weak LD with the strongest driver
+            taken = set(int(v) for v in protein_cis) | set(int(v) for v in master_variants) | {int(direct_variant)}
+            taken |= set(int(v) for v in polygenic_variants) | set(pl.trans_variant.values())
+            weak_ld_leak(leak_protein[0], leak_protein[1], protein_cis, contig, position, af, rho, decay, taken)
         trans_variant, near_mover, placement, pathway_pool = pl.trans_variant, pl.near_mover, pl.stats, pl.pathway_pool
     protein_master = np.full(P, -1, dtype=np.int64)
     for p in range(P):

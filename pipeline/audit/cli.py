@@ -2,6 +2,7 @@
 
     python -m pipeline.audit <world_dir> [--against <other_world_dir>] [--json]
     python -m pipeline.audit --tells <dir holding built worlds> [--json-out FILE]   (pipeline.tells.scan)
+    python -m pipeline.audit --instruments <world_dir>... [--alpha 0.05] [--json-out FILE]   (pipeline.audit.instruments)
 """
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ def main(argv: list | None = None) -> int:
         from ..tells.scan import main as tells_main
 
         return tells_main([a for a in argv if a != "--tells"])
+    if "--instruments" in argv:  # lead instruments that move L outside the truth (pipeline.audit.instruments)
+        from .instruments import main as instruments_main
+
+        return instruments_main([a for a in argv if a != "--instruments"])
     world_dir = next((a for a in argv if not a.startswith("-")), None)
     kind = kinds.for_world(world_dir) if world_dir is not None else kinds.BIOBANK
     if kind is not kinds.BIOBANK:  # another kind of world audits its own release
