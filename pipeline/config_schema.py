@@ -194,8 +194,9 @@ class WorldConfig:
     trans_fraction: float = 0.20  #: proteins with a trans (master-regulator) effect of sqrt(0.01)
     trans_private_fraction: float = 0.30  #: of those (drivers aside, whose are always private), the share whose trans variant is their own rather than a shared hub
     far_gap_min_kb: float = 550.0  #: far gaps between clusters of linked variants are at least this (a shifted exponential)
-    pathway_follower_rate: float = 0.70  #: share of ordinary pathways with a baseline follower (as L has the T2 decoy in 14 of the panel's 20 worlds)
-    pathway_delayed_rate: float = 0.75  #: share with a delayed feeder and a late follower (as L has the A9 pair in 15 of 20)
+    pathway_absent_rate: float = 0.25  #: share of ordinary pathways nobody follows (the others have L's followers: a baseline one where T2 is planted, a delayed feeder and a late one where A9 is)
+    pathway_residual: List[float] = field(default_factory=lambda: [0.05, 1.05])  #: each ordinary pathway's own residual SD ~ U(lo, hi) (L's: 0.55, hard 0.70)
+    pathway_loading: List[float] = field(default_factory=lambda: [0.22, 0.78])  #: each ordinary pathway's follower loading ~ U(lo, hi) (the T2 decoy's and A9 partner's: 0.50)
     n_factors: int = 12  #: shared latent biological factors
     factor_loading_sd: float = 0.15
     concordance: List[float] = field(default_factory=lambda: [0.30, 0.60])  #: protein-transcript concordance ~ U(lo, hi)

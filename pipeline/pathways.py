@@ -13,13 +13,17 @@ ordinary proteome is dealt into latent processes built like L and L_late,
     K_m_late = z[0.75 K_m + 0.35 sum_j v_late,j P_j],
 
 fed by about as many proteins as feed L at baseline (the world's non-delayed drivers
-+-1; UPSTREAM without drivers).  Each pathway is drawn at L's own rates over the panel
-(``world.pathway_rates``): with a delayed feeder (the A9 driver's: late weight 1.15-1.45
-x the largest other, baseline weight 4-10 % of it) and a late follower (ordinary protein
-+ 0.50 K_m_late at baseline, as the A9 partner follows L_late) at the A9 rate, and a
-baseline follower (+ 0.50 K_m, as the T2 decoy follows L) at the T2 rate; a pathway may
-therefore have no follower at all, as L has none where neither is planted.  e^2 is the
-variance L has outside its proteins, of which G_m, a variant of its own, carries L's
++-2; UPSTREAM without drivers), each with its own residual SD (``world.pathway_residual``,
+around L's 0.55 and 0.70) and its own follower loading (``world.pathway_loading``, around
+the T2 decoy's 0.50), so that how tightly a pathway's members are tied varies as much
+between ordinary pathways as it does between L and them.  Each pathway takes L's own shape in its world: a
+delayed feeder (the A9 driver's: late weight 1.15-1.45 x the largest other, baseline
+weight 4-10 % of it) and a late follower (ordinary protein + 0.50 K_m_late at baseline,
+as the A9 partner follows L_late) where A9 is planted, a baseline follower (+ 0.50 K_m,
+as the T2 decoy follows L) where T2 is; or, at ``world.pathway_absent_rate``, no
+follower (and no delayed feeder) at all, as L has none in the worlds planting neither,
+so that a feeder nobody follows is as common as L's least connected member needs.
+e^2 is the variance L has outside its proteins, of which G_m, a variant of its own, carries L's
 0.12 G_direct share (placed like G_direct: never near an instrument that moves L).
 
 Between visits the followers behave as L's do: at visit 2 a baseline follower reads
@@ -82,7 +86,7 @@ class PathwayModel:
     direct_variant: np.ndarray  # [M] the pathway's own variant G_m (as L has G_direct); -1 without followers
     direct: np.ndarray  # [M] its coefficient
     follows: np.ndarray  # [P] pathway index followed, -1 for none
-    loading: float  # what a follower adds: loading x K_m (or K_m_late)
+    loading: float  # what the T2 decoy and the A9 partner add: 0.50 x L (or L_late)
     residual_sd: np.ndarray  # [P] residual SD of the ordinary equation (0.8; shorter for followers)
     visit2_carry: np.ndarray  # [P] visit-to-visit residual correlation
     special_residual: dict  # role -> residual SD of its bias equation
@@ -98,6 +102,9 @@ class PathwayModel:
     cov_change: np.ndarray = None  # [M, 2, 4] covariate content of K_m and K_m_late per unit of X
     weights: list = None  # per pathway: (baseline weights, late weights) of its feeders
     visit2_recomputed: bool = False  # test-only leak: followers re-read K from the feeders' visit-2 values
+    follower_loading: np.ndarray = None  # [P] what each ordinary follower adds: loading x K_m (or K_m_late); 0 otherwise
+    residual: np.ndarray = None  # [M] each pathway's own residual SD (L's is 0.55, 0.70 in hard worlds)
+    cov_coef: np.ndarray = None  # [M, 4] K_m's own covariate terms per unit of X (L's 0.15 z(BMI), 0.10 smoking, 0.08 z(age))
 
     def summary(self, pid: list) -> dict:
         out = []
@@ -110,6 +117,8 @@ class PathwayModel:
                 row["delayed"] = pid[int(self.delayed[m])] if self.delayed[m] >= 0 else None
                 row["weights"] = [round(float(x), 6) for x in self.weights[m][0]]
                 row["weights_late"] = [round(float(x), 6) for x in self.weights[m][1]]
+                row["residual"] = round(float(self.residual[m]), 6)
+                row["follower_loading"] = [round(float(self.follower_loading[int(p)]), 6) for p in np.flatnonzero(self.follows == m)]
             out.append(row)
         return {"pathways": out, "loading": self.loading,
                 "special_residual": {k: round(float(v), 6) for k, v in self.special_residual.items()},
@@ -143,7 +152,7 @@ def upstream_range(n_drivers: int, delayed: bool) -> tuple:
     k = n_drivers - (1 if delayed else 0)
     if k < 1:
         return UPSTREAM
-    return max(1, k - 1), k + 1
+    return max(1, k - 2), k + 2
 
 
 def followers_range(n_following_l: int) -> tuple:
@@ -263,13 +272,14 @@ def follower_carry(resid_carry: float, residual: float, loading: float, rho: flo
 
 
 def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float, a9_loading: float,
-          resid_carry: float, factor_carry: float, direct_pool, cov_x: np.ndarray, rates: tuple = (0.70, 0.75),
-          late_ratio: tuple = (1.15, 1.45), base_fraction: tuple = (0.04, 0.10)) -> PathwayModel:
+          resid_carry: float, factor_carry: float, direct_pool, cov_x: np.ndarray, absent_rate: float = 0.15,
+          late_ratio: tuple = (1.15, 1.45), base_fraction: tuple = (0.04, 0.10), residual_range: tuple = (0.55, 0.55),
+          loading_range: tuple = (0.50, 0.50)) -> PathwayModel:
     """Deal the ordinary proteome into pathways and fit every follower's own loadings,
     covariate coefficients and residual to its path (module docstring).  Changes
     ``world.protein_loadings`` and ``world.protein_cov`` of followers in place.
-    ``direct_pool(k)`` gives k variants for the pathways' own variants; ``rates`` are the
-    shares of pathways with a baseline follower and with a delayed feeder (and late follower)."""
+    ``direct_pool(k)`` gives k variants for the pathways' own variants; ``absent_rate`` is the
+    share of pathways nobody follows."""
     from .linkage import latent_model
     from .world import L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, PROTEIN_RESIDUAL
 
@@ -300,9 +310,15 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         def shape_of(u):
             return 0, int(rng.integers(lo, hi + 1)), 0
     else:
+        # L's own shape in this world (a baseline follower where T2 is planted, a delayed
+        # feeder and a late follower where A9 is), or no follower at all, as L has none in
+        # the worlds planting neither, at ``absent_rate``
+        base, late = int("T2" in r.decoys), int(r.a9_partner is not None)
+
         def shape_of(u):
-            late = int(rng.random() < rates[1])
-            return late, int(rng.random() < rates[0]), late
+            if rng.random() < absent_rate:
+                return 0, 0, 0
+            return late, base, late
     if len(eligible) >= UPSTREAM[0]:
         upstream, delayed_of, follow_map = _deal(rng, eligible, anchors, upstream_range(len(r.drivers), bool(r.delayed.any())),
                                                  shape_of)
@@ -317,12 +333,19 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     for m, yes in enumerate(has_followers):
         if yes:
             direct_variant[m] = int(next(it))
-    extra_var = world.latent_residual ** 2 + L_BMI ** 2 + L_DIRECT ** 2 + L_AGE ** 2 + L_SMOKING ** 2 * 0.1
+    other_var = L_BMI ** 2 + L_DIRECT ** 2 + L_AGE ** 2 + L_SMOKING ** 2 * 0.1  # L's covariate and G_direct terms
     residual_sd = np.full(P, PROTEIN_RESIDUAL)
+    follower_loading = np.zeros(P)
+    residual_m = []
     carry = np.full(P, resid_carry)
     share, carried, path_cov = {}, {}, {}
     loading = float(t2_loading)
     coef, extra, direct, late_coef, late_k, rho_m, cov_change, weights_m, members = [], [], [], [], [], [], [], [], []
+    cov_coef = []
+    sd_age, sd_bmi = np.sqrt(cov_x[0, 0]), np.sqrt(cov_x[2, 2])
+    l_terms = np.zeros(F + 4)  # L's own covariate content (S1.2) per SD of age and BMI
+    l_terms[F + 0], l_terms[F + 2], l_terms[F + 3] = L_AGE / sd_age, L_BMI / sd_bmi, L_SMOKING
+    x_scale = np.ones(4)  # content is per unit of X already (age - 55, sex, BMI - 27, smoking)
 
     def fit_follower(p, a, l):
         """Own loadings and covariates = ordinary draw - l x path content; returns the
@@ -335,6 +358,11 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         return factor_carry * float(mm(a[:F], a[:F])) + float(mm(mm(a[F:], cov_x), a[F:]))
 
     for m, up in enumerate(upstream):
+        # each process its own unexplained variation and follower loading, around L's (0.55 or
+        # 0.70; the T2 decoy's 0.50), so that how strongly a pathway's members are tied marks none
+        res_m = rng.uniform(*residual_range) if not legacy_shapes else world.latent_residual
+        load_m = rng.uniform(*loading_range) if not legacy_shapes else loading
+        residual_m.append(res_m)
         v = rng.uniform(*weight_range, len(up)) * np.where(rng.random(len(up)) < 0.5, -1.0, 1.0)
         v_late = v.copy()
         feeders = [int(p) for p in up]
@@ -351,32 +379,40 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         qs = np.array([content(world, p) / s for p, s in zip(feeders, sds)]).reshape(-1, F + 4)  # standardised Z content
         corr = mm(mm(qs, sigma), qs.T)
         np.fill_diagonal(corr, 1.0)
-        var_k = float(mm(mm(v, corr), v)) + extra_var
+        rem = 1.0 - np.array([var_of(q, sigma) for q in qs])
+        if legacy_shapes:  # test-only: the pre-issue-29 process, its covariate share as noise
+            terms, indep = np.zeros(F + 4), res_m ** 2 + other_var
+        else:  # L's own covariate terms (0.15 z(BMI) + 0.10 smoking + 0.08 z(age)) and G_m, as S1.2
+            terms, indep = l_terms, res_m ** 2 + L_DIRECT ** 2
+        a_raw = mm(v, qs) + terms
+        var_k = var_of(a_raw, sigma) + float(np.sum(v ** 2 * rem)) + indep
         sd_k = np.sqrt(var_k)
         coef.append(v / sds / sd_k)
-        extra.append(np.sqrt(extra_var - L_DIRECT ** 2) / sd_k)
+        extra.append(np.sqrt(indep - L_DIRECT ** 2) / sd_k)
         direct.append(L_DIRECT / sd_k)
-        a = mm(v, qs) / sd_k
+        cov_coef.append(terms[F:] * x_scale / sd_k)
+        a = a_raw / sd_k
         share[f"K{m}"] = var_of(a, sigma)
         # K_m_late = z[0.75 K_m + 0.35 sum v_late P] (L_late's equation), from baseline values
         a_late = LATE_CARRY * a + LATE_DRIVERS * mm(v_late, qs)
-        rem = 1.0 - np.array([var_of(q, sigma) for q in qs])
         d_late = LATE_CARRY * v / sd_k + LATE_DRIVERS * v_late
-        var_late = var_of(a_late, sigma) + float(np.sum(d_late ** 2 * rem)) + LATE_CARRY ** 2 * extra_var / var_k
+        var_late = var_of(a_late, sigma) + float(np.sum(d_late ** 2 * rem)) + LATE_CARRY ** 2 * indep / var_k
         sd_late = np.sqrt(var_late)
         late_k.append(LATE_CARRY / sd_late)
         late_coef.append(LATE_DRIVERS * v_late / sds / sd_late)
-        rho = float((LATE_CARRY + LATE_DRIVERS * mm(mm(v_late, corr), v) / sd_k) / sd_late)
+        cov_pk = (mm(corr, v) + mm(mm(qs, sigma), terms)) / sd_k  # cov(P_j, K_m)
+        rho = float((LATE_CARRY + LATE_DRIVERS * mm(v_late, cov_pk)) / sd_late)
         rho_m.append(rho)
         a_late = a_late / sd_late
         cov_change.append(np.stack([a[F:], a_late[F:]]))
         for p in np.flatnonzero(follows == m):
             p = int(p)
             path = a if kind_of[p] == BASELINE else a_late
-            ex = fit_follower(p, path, loading)
-            r2 = PROTEIN_RESIDUAL ** 2 - loading ** 2 * (1.0 - ex)
+            ex = fit_follower(p, path, load_m)
+            r2 = PROTEIN_RESIDUAL ** 2 - load_m ** 2 * (1.0 - ex)
             residual_sd[p] = np.sqrt(r2)
-            carry[p] = follower_carry(resid_carry, residual_sd[p], loading, rho, carried_share(path))
+            follower_loading[p] = load_m
+            carry[p] = follower_carry(resid_carry, residual_sd[p], load_m, rho, carried_share(path))
 
     # ---- what L and L_late carry (S1.2, S1.3), for the T2 decoy and the A9 partner
     special = {}
@@ -408,4 +444,6 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
                         follower_kind=kind_of, delayed=list(delayed_of), late_coef=late_coef,
                         late_k=np.array(late_k, dtype=np.float64), rho=np.array(rho_m, dtype=np.float64),
                         cov_change=np.array(cov_change, dtype=np.float64).reshape(-1, 2, 4), weights=weights_m,
-                        visit2_recomputed=world.leaky("visit2_recomputed"))
+                        visit2_recomputed=world.leaky("visit2_recomputed"), follower_loading=follower_loading,
+                        residual=np.array(residual_m, dtype=np.float64),
+                        cov_coef=np.array(cov_coef, dtype=np.float64).reshape(-1, 4))

@@ -528,6 +528,7 @@ def sample_world(resolved: Resolved) -> World:
     world.pathways = pathways.build(world, seeds.stream(seed, "world/pathways"), tuple(w.driver_weight),
                                     float(bp.T1.bmi_loading), float(bp.T2.latent_loading), float(bp.A9.partner_latent),
                                     VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, pathway_pool, cov_x,
-                                    rates=(float(w.pathway_follower_rate), float(w.pathway_delayed_rate)),
+                                    absent_rate=float(w.pathway_absent_rate), residual_range=tuple(w.pathway_residual),
+                                    loading_range=tuple(w.pathway_loading),
                                     late_ratio=tuple(bp.A9.late_ratio), base_fraction=tuple(bp.A9.base_fraction))
     return world

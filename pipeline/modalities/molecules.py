@@ -76,20 +76,22 @@ def covariate_terms(world, pop, age_shift=0.0, bmi=None, proteins=None) -> np.nd
     return dot(covariate_matrix(pop), coef.T)
 
 
-def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray) -> tuple:
+def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray, pop: dict) -> tuple:
     """K_m and K_m_late ([n, M]; zero for a pathway nobody follows) from the feeders' raw
-    values: K_m = sum_j coef_j raw_j + direct_m G_m + extra_m eps_m (unit variance) and
-    K_m_late = late_k K_m + sum_j late_coef_j raw_j (pipeline.pathways)."""
+    values: K_m = sum_j coef_j raw_j + L's covariate terms + direct_m G_m + extra_m eps_m
+    (unit variance) and K_m_late = late_k K_m + sum_j late_coef_j raw_j (pipeline.pathways)."""
     pw = world.pathways
     n, M = raw.shape[0], len(pw.upstream)
     k, late = np.zeros((n, M)), np.zeros((n, M))
     if not M:
         return k, late
     g = standardised_genotypes(world, dosage, np.maximum(pw.direct_variant, 0))
+    x = covariate_matrix(pop)
+    terms = dot(x, pw.cov_coef.T) if pw.cov_coef is not None and len(pw.cov_coef) else np.zeros((n, M))
     for m, (up, coef) in enumerate(zip(pw.upstream, pw.coef)):
         if pw.direct_variant[m] < 0:
             continue
-        km = pw.extra[m] * extra[:, m] + pw.direct[m] * g[:, m]
+        km = pw.extra[m] * extra[:, m] + pw.direct[m] * g[:, m] + terms[:, m]
         for p, c in zip(up, coef):  # fixed order: the same bits in every process
             km = km + c * raw[:, p]
         kl = pw.late_k[m] * km
@@ -110,8 +112,8 @@ def add_pathways(world, raw: np.ndarray, bio: np.ndarray, k: np.ndarray, late: n
     for f in np.flatnonzero(pw.follows >= 0):  # fixed order
         m = int(pw.follows[f])
         path = k[:, m] if pw.follower_kind[f] == BASELINE else late[:, m]
-        bio[:, f] += pw.loading * path
-        raw[:, f] += pw.loading * path
+        bio[:, f] += pw.follower_loading[f] * path
+        raw[:, f] += pw.follower_loading[f] * path
 
 
 def residual_scale(world) -> np.ndarray:
@@ -147,7 +149,7 @@ class BlockMolecules:
         self._raw = self.protein_bio + self.cov
         self.pathway_k = self.pathway_late = None
         if self._n_pathways():
-            self.pathway_k, self.pathway_late = pathway_values(world, self._raw, self.pathway_eps, self.dosage)
+            self.pathway_k, self.pathway_late = pathway_values(world, self._raw, self.pathway_eps, self.dosage, pop)
             add_pathways(world, self._raw, self.protein_bio, self.pathway_k, self.pathway_late)
 
     def _n_pathways(self) -> int:
@@ -229,7 +231,8 @@ class BlockMolecules:
         if pw.visit2_recomputed:  # test-only: the followers re-read their feeders' visit-2 values
             c = VISIT2_RESID_CARRY  # a pathway's own term renews as a residual does
             eps_new = seeds.stream(s, "pathway_residual_visit2", b).standard_normal(self.pathway_eps.shape)
-            k2, late2 = pathway_values(w, raw, c * self.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows], self.dosage[rows])
+            pop2 = dict(pop_rows, age=pop_rows["age"] + age_shift, bmi=bmi2)
+            k2, late2 = pathway_values(w, raw, c * self.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows], self.dosage[rows], pop2)
             add_pathways(w, raw, bio, k2, late2)
             return raw, r2
         # as the T2 decoy reads L_late and the A9 partner L_late carried on, from baseline

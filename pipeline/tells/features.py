@@ -234,14 +234,30 @@ def instrument_statistics(gz, q, contig, position, x, window_bp=100_000):
     out["lead_maf"] = maf[lead]
     count = np.zeros(p)
     other_chrom = np.zeros(p)
+    trans_variant = np.zeros(p, dtype=np.int64)
+    variant_hits = np.zeros(gz.shape[1])  # proteins each variant moves genome-wide significantly
     xf = np.asarray(x, dtype=np.float32)
     for start in range(0, gz.shape[1], 512):
         r = gz[:, start:start + 512].T @ xf / n
-        count += (np.abs(r) > threshold).sum(axis=0)
+        hit = np.abs(r) > threshold
+        count += hit.sum(axis=0)
+        variant_hits[start:start + r.shape[0]] = hit.sum(axis=1)
         same = contig[start:start + 512][:, None] == contig[lead][None, :]
-        other_chrom = np.maximum(other_chrom, np.where(same, 0.0, r ** 2).max(axis=0))
+        r2o = np.where(same, 0.0, r ** 2)
+        best = r2o.argmax(axis=0)
+        val = r2o[best, np.arange(p)]
+        better = val > other_chrom
+        other_chrom[better] = val[better]
+        trans_variant[better] = start + best[better]
     out["n_significant_variants"] = count
     out["trans_r2"] = other_chrom
+    # the strongest trans signal: a hub many proteins share, or a variant of the protein's own
+    trans_significant = other_chrom > threshold ** 2
+    hub_size = np.where(trans_significant, variant_hits[trans_variant], 0.0)
+    out["trans_hub_size"] = hub_size
+    out["trans_private_r2"] = np.where(trans_significant & (hub_size <= 2), other_chrom, 0.0)
+    out["trans_shared_r2"] = np.where(trans_significant & (hub_size > 2), other_chrom, 0.0)
+    out["lead_is_hub"] = (variant_hits[lead] > 2).astype(np.float64)
     g_lead = gz[:, lead].astype(np.float64)
     beta = (g_lead * x).sum(axis=0) / n
     conditioned = standardise_columns(x - g_lead * beta)
@@ -266,6 +282,14 @@ def instrument_statistics(gz, q, contig, position, x, window_bp=100_000):
     hits = np.abs(lead_effects) > threshold
     np.fill_diagonal(hits, False)
     out["lead_moves_proteins"] = hits.sum(axis=1).astype(np.float64)
+    # locus isolation: other proteins' (significant) lead variants near one's own
+    lc, lp = contig[lead], position[lead].astype(np.float64)
+    same_contig = (lc[:, None] == lc[None, :]) & significant[None, :] & (lead[:, None] != lead[None, :])
+    np.fill_diagonal(same_contig, False)
+    dist = np.where(same_contig, np.abs(lp[:, None] - lp[None, :]), np.inf)
+    for label, w in (("250kb", 250_000), ("1mb", 1_000_000), ("3mb", 3_000_000)):
+        out[f"leads_within_{label}"] = (dist <= w).sum(axis=1).astype(np.float64)
+    out["nearest_lead_kb"] = np.minimum(dist.min(axis=1), 1e9) / 1000.0
     return out, lead, lead_r
 
 
@@ -284,6 +308,52 @@ def communality_statistics(adjusted, ks=(3, 12, 24), ridge=0.01):
     inverse = np.linalg.inv(c + ridge * np.eye(p))
     out["multiple_r2"] = 1.0 - 1.0 / (np.diag(inverse) * (1.0 + ridge))
     return out
+
+
+def partial_statistics(adjusted, ridge=0.01):
+    """The partial-correlation graph of the covariate-adjusted proteins (a ridge-regularised
+    inverse of their correlation matrix): each protein's largest and second |partial|, its
+    degree (partials beyond 4 standard errors), the sum of its squared partials, and its
+    nearest neighbour's (the strongest partner's) largest partial and degree, and whether
+    the two are each other's strongest.  Returns (statistics, strongest partner index)."""
+    import numpy as np
+
+    n, p = adjusted.shape
+    c = adjusted.T @ adjusted / n
+    omega = np.linalg.inv(c + ridge * np.eye(p))
+    d = np.sqrt(np.diag(omega))
+    partial = -omega / np.outer(d, d)
+    np.fill_diagonal(partial, 0.0)
+    a = np.abs(partial)
+    partner = a.argmax(axis=1)
+    top2 = np.sort(a, axis=1)[:, -2:] if p > 1 else np.zeros((p, 2))
+    degree = (a * np.sqrt(n) > 4.0).sum(axis=1).astype(np.float64)
+    out = {"max_abs": top2[:, -1], "second_abs": top2[:, 0], "degree": degree, "sum_sq": (partial ** 2).sum(axis=1),
+           "partner_max_abs": top2[partner, -1], "partner_degree": degree[partner],
+           "mutual": (partner[partner] == np.arange(p)).astype(np.float64)}
+    return out, partner
+
+
+def pc_membership(adjusted, k=24):
+    """Which of the top ``k`` principal components of the covariate-adjusted proteome a
+    protein belongs to: the component carrying most of its variance, that component's
+    rank and its effective number of proteins (inverse participation ratio: a pair that
+    takes a component of its own has about 2), and the share of the protein's variance in
+    top components that fewer than 10 proteins carry."""
+    import numpy as np
+
+    n, p = adjusted.shape
+    cov = adjusted.T @ adjusted / n
+    values, vectors = np.linalg.eigh(cov)
+    order = np.argsort(values)[::-1][:min(k, p)]
+    values, vectors = np.clip(values[order], 0.0, None), vectors[:, order]
+    total = np.diag(cov)
+    total = np.where(total > 0, total, 1.0)
+    share = values[None, :] * vectors ** 2 / total[:, None]  # [protein, component]
+    size = 1.0 / np.maximum((vectors ** 4).sum(axis=0), 1e-12)
+    main = share.argmax(axis=1)
+    return {"main_rank": (main + 1).astype(np.float64), "main_size": size[main], "main_share": share[np.arange(p), main],
+            "small_components_share": (share * (size < 10.0)[None, :]).sum(axis=1)}
 
 
 def cross_omics_statistics(adjusted, other, prefix, pcs=20):
@@ -394,6 +464,55 @@ def visit2_statistics(baseline, visit2, centre):
     return out
 
 
+def flag_association(adjusted, flag, design):
+    """Covariate-adjusted association of each protein with a released 0/1 flag (the imaging
+    participation flag): the correlation of the adjusted protein with the flag's residual
+    on the covariates, as a z (r sqrt(n))."""
+    import numpy as np
+
+    f = np.asarray(flag, dtype=np.float64)
+    resid = residualise(f[:, None], design)[:, 0]
+    sd = resid.std()
+    if not sd > 0:
+        return np.zeros(adjusted.shape[1])
+    resid = (resid - resid.mean()) / sd
+    n = adjusted.shape[0]
+    return (adjusted * resid[:, None]).sum(axis=0) / np.sqrt(n)
+
+
+def change_statistics(base, later, partner, bmi_change, centre):
+    """Visit-to-visit change coherence on the attendees: each protein's change (visit 2 less
+    baseline, both on the baseline's scale) correlated with its strongest baseline partner's
+    change (``partner``: index per protein), the largest |correlation| of its change with any
+    other protein's change, and the correlation of its change with the change in BMI."""
+    import numpy as np
+
+    def z(x):
+        x = np.where(np.isfinite(x), x, np.nanmean(np.where(np.isfinite(x), x, np.nan), axis=0))
+        return standardise_columns(np.nan_to_num(x))
+
+    a = standardise_within(base, centre)
+    b = later.copy()
+    for g in np.unique(centre):
+        rows = centre == g
+        m = np.nanmean(base[rows], axis=0)
+        s = np.nanstd(base[rows], axis=0)
+        s[~np.isfinite(s) | (s == 0)] = 1.0
+        b[rows] = (later[rows] - m) / s
+    delta = z(b - np.where(np.isfinite(a), a, 0.0))
+    n = delta.shape[0]
+    cc = delta.T @ delta / n
+    out = {"change_partner_r": cc[np.arange(cc.shape[0]), partner]}
+    np.fill_diagonal(cc, 0.0)
+    out["change_max_abs_r"] = np.abs(cc).max(axis=1)
+    bc = np.asarray(bmi_change, dtype=np.float64)
+    ok = np.isfinite(bc)
+    if ok.sum() > 2 and bc[ok].std() > 0:
+        bz = np.where(ok, (bc - bc[ok].mean()) / bc[ok].std(), 0.0)
+        out["change_bmi_r"] = (delta * bz[:, None]).mean(axis=0)
+    return out
+
+
 def targetability_statistics(targetability, proteins):
     """Targetability columns per protein: numeric columns as they are, categorical ones as
     the frequency of the protein's category (rare categories rank low)."""
@@ -464,6 +583,14 @@ def protein_statistics(release, genotypes, max_subjects=None):
     # --- correlation structure and other assays
     for name, values in communality_statistics(adjusted).items():
         stats[f"communality.{name}"] = values
+    partial, partner = partial_statistics(adjusted)
+    for name, values in partial.items():
+        stats[f"partial.{name}"] = values
+    for name, values in pc_membership(adjusted).items():
+        stats[f"pcs.{name}"] = values
+    if "imaged" in covariates.columns:
+        imaged = np.array(pd.to_numeric(covariates["imaged"], errors="coerce"), dtype=np.float64)
+        stats["imaging.flag_z"] = flag_association(adjusted, np.nan_to_num(imaged), design)
     stats["communality.raw_pc12"] = top_component_share(cohort, 12)
     for name, values in cross_omics_statistics(adjusted, tadjusted, "transcriptome").items():
         stats[f"communality.{name}"] = values
@@ -528,6 +655,20 @@ def protein_statistics(release, genotypes, max_subjects=None):
 
         stats["visit2.r_adjusted"] = visit2_statistics(adjusted_view(base2), adjusted_view(later), centre[rows])["r"]
         stats["visit2.missing_rate"] = (~np.isfinite(later)).mean(axis=0)
+        bmi_change = np.full(len(attendees), np.nan)
+        try:
+            cov2 = read("covariates_visit2.parquet")
+            cov2.index = cov2.index.astype(str)
+            if "p21001_i0" in cov2.columns or "p21001_i2" in cov2.columns:
+                col = "p21001_i2" if "p21001_i2" in cov2.columns else "p21001_i0"
+                b2 = np.array(pd.to_numeric(cov2.reindex(attendees)[col], errors="coerce"), dtype=np.float64)
+                b1 = np.array(pd.to_numeric(covariates.loc[attendees, "p21001_i0"], errors="coerce"), dtype=np.float64)
+                b1[b1 < 0], b2[b2 < 0] = np.nan, np.nan
+                bmi_change = b2 - b1
+        except FileNotFoundError:
+            pass
+        for name, values in change_statistics(base2, later, partner, bmi_change, centre[rows]).items():
+            stats[f"visit2.{name}"] = values
     except FileNotFoundError:
         pass
 
@@ -557,8 +698,9 @@ def protein_statistics(release, genotypes, max_subjects=None):
 
 LIBRARY = (standardise_columns, standardise_within, residualise, covariate_design, top_component_share,
            shape_statistics, genotype_matrix, lead_scan, variant_positions, instrument_statistics,
-           communality_statistics, cross_omics_statistics, covariate_statistics, group_statistics,
-           visit2_statistics, targetability_statistics, protein_statistics)
+           communality_statistics, partial_statistics, pc_membership, cross_omics_statistics, covariate_statistics,
+           group_statistics, visit2_statistics, flag_association, change_statistics, targetability_statistics,
+           protein_statistics)
 
 
 def library_source() -> str:
