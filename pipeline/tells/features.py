@@ -33,37 +33,54 @@ from __future__ import annotations
 import inspect
 
 def standardise_columns(values):
-    """Column z-scores over the finite entries; missing entries become 0 (the mean)."""
+    """Column z-scores over the finite entries; missing entries become 0 (the mean).
+    Columns are processed in blocks (each column on its own, so the values do not depend
+    on the blocks), which keeps the temporaries of a paper-scale proteome small."""
     import numpy as np
 
-    x = np.array(values, dtype=np.float64)
-    finite = np.isfinite(x)
-    count = np.maximum(finite.sum(axis=0), 1)
-    mean = np.where(finite, x, 0.0).sum(axis=0) / count
-    centred = np.where(finite, x - mean, 0.0)
-    sd = np.sqrt((centred ** 2).sum(axis=0) / count)
-    sd[~np.isfinite(sd) | (sd == 0)] = 1.0
-    return centred / sd
+    x = np.asarray(values, dtype=np.float64)
+    flat = x.ndim == 1
+    x = x.reshape(-1, 1) if flat else x
+    out = np.empty(x.shape)
+    for start in range(0, x.shape[1], 256):
+        b = np.array(x[:, start:start + 256])
+        finite = np.isfinite(b)
+        count = np.maximum(finite.sum(axis=0), 1)
+        mean = np.where(finite, b, 0.0).sum(axis=0) / count
+        centred = np.where(finite, b - mean, 0.0)
+        sd = np.sqrt((centred ** 2).sum(axis=0) / count)
+        sd[~np.isfinite(sd) | (sd == 0)] = 1.0
+        out[:, start:start + 256] = centred / sd
+    return out[:, 0] if flat else out
 
 
 def standardise_within(values, groups):
     """Column z-scores within each group (site normalisation); missing entries become 0."""
     import numpy as np
 
-    x = np.array(values, dtype=np.float64)
-    out = np.zeros_like(x)
+    x = np.asarray(values, dtype=np.float64)
+    out = np.empty(x.shape)
     for g in np.unique(groups):
-        rows = groups == g
+        rows = np.flatnonzero(groups == g)
         out[rows] = standardise_columns(x[rows])
-    return standardise_columns(np.where(np.isfinite(x), out, np.nan))
+    out[~np.isfinite(x)] = np.nan
+    return standardise_columns(out)
 
 
 def residualise(y, design):
-    """Least-squares residuals of every column of ``y`` on ``design``."""
+    """Least-squares residuals of every column of ``y`` on ``design`` (through a QR
+    factorisation of the design: the fit is the projection on its column space)."""
     import numpy as np
 
-    beta, *_ = np.linalg.lstsq(design, y, rcond=None)
-    return y - design @ beta
+    q, r = np.linalg.qr(np.asarray(design, dtype=np.float64))
+    keep = np.abs(np.diag(r)) > 1e-10 * max(float(np.abs(np.diag(r)).max()), 1e-300)
+    q = q[:, keep]
+    y = np.asarray(y, dtype=np.float64)
+    out = np.empty(y.shape)
+    for start in range(0, y.shape[1], 512):
+        b = y[:, start:start + 512]
+        out[:, start:start + 512] = b - q @ (q.T @ b)
+    return out
 
 
 def covariate_design(covariates):
@@ -125,25 +142,29 @@ def top_component_share(x, k):
 
 
 def shape_statistics(x):
-    """Skewness, excess kurtosis, bimodality coefficient, largest |z|, tail/IQR ratio, per column."""
+    """Skewness, excess kurtosis, bimodality coefficient, largest |z|, tail/IQR ratio, per column
+    (columns in blocks, each on its own)."""
     import numpy as np
 
-    out = {}
-    n = x.shape[0]
-    m = x - x.mean(axis=0)
-    sd = np.sqrt((m ** 2).mean(axis=0))
-    sd[sd == 0] = 1.0
-    zs = m / sd
-    skew = (zs ** 3).mean(axis=0)
-    kurt = (zs ** 4).mean(axis=0) - 3.0
-    out["skew"] = skew
-    out["kurtosis"] = kurt
-    # Sarle's bimodality coefficient (above 5/9 suggests two modes).
-    out["bimodality"] = (skew ** 2 + 1.0) / (kurt + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
-    out["max_abs_z"] = np.abs(zs).max(axis=0)
-    q = np.quantile(x, [0.01, 0.25, 0.75, 0.99], axis=0)
-    iqr = q[2] - q[1]
-    out["tail_ratio"] = (q[3] - q[0]) / np.where(iqr > 0, iqr, 1.0)
+    n, p = x.shape
+    out = {k: np.empty(p) for k in ("skew", "kurtosis", "bimodality", "max_abs_z", "tail_ratio")}
+    for start in range(0, p, 256):
+        sl = slice(start, min(p, start + 256))
+        b = np.array(x[:, sl], dtype=np.float64)
+        m = b - b.mean(axis=0)
+        sd = np.sqrt((m ** 2).mean(axis=0))
+        sd[sd == 0] = 1.0
+        zs = m / sd
+        skew = (zs ** 3).mean(axis=0)
+        kurt = (zs ** 4).mean(axis=0) - 3.0
+        out["skew"][sl] = skew
+        out["kurtosis"][sl] = kurt
+        # Sarle's bimodality coefficient (above 5/9 suggests two modes).
+        out["bimodality"][sl] = (skew ** 2 + 1.0) / (kurt + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+        out["max_abs_z"][sl] = np.abs(zs).max(axis=0)
+        q = np.quantile(b, [0.01, 0.25, 0.75, 0.99], axis=0)
+        iqr = q[2] - q[1]
+        out["tail_ratio"][sl] = (q[3] - q[0]) / np.where(iqr > 0, iqr, 1.0)
     return out
 
 
@@ -152,13 +173,20 @@ def genotype_matrix(genotypes, subjects):
     import numpy as np
 
     g = genotypes.reindex(subjects)
-    d = np.array(g, dtype=np.float32)
-    d[~np.isfinite(d) | (d < 0)] = np.nan
-    q = np.nanmean(d, axis=0) / 2.0
-    d = np.where(np.isfinite(d), d, 2.0 * q)
-    sd = d.std(axis=0)
-    sd[sd == 0] = 1.0
-    return ((d - d.mean(axis=0)) / sd).astype(np.float32), q, np.asarray(g.columns)
+    calls = g.to_numpy()
+    out = np.empty(calls.shape, dtype=np.float32)
+    q = np.empty(calls.shape[1], dtype=np.float32)
+    for start in range(0, calls.shape[1], 512):  # in blocks of variants, each on its own
+        sl = slice(start, start + 512)
+        d = np.array(calls[:, sl], dtype=np.float32)
+        d[~np.isfinite(d) | (d < 0)] = np.nan
+        qb = np.nanmean(d, axis=0) / 2.0
+        d = np.where(np.isfinite(d), d, 2.0 * qb)
+        sd = d.std(axis=0)
+        sd[sd == 0] = 1.0
+        out[:, sl] = ((d - d.mean(axis=0)) / sd).astype(np.float32)
+        q[sl] = qb
+    return out, q, np.asarray(g.columns)
 
 
 def lead_scan(gz, x, step=512):
@@ -378,7 +406,7 @@ def covariate_statistics(values, design, main):
     import numpy as np
 
     n = values.shape[0]
-    beta, *_ = np.linalg.lstsq(design, values, rcond=None)
+    beta = np.linalg.pinv(design) @ values
     resid = values - design @ beta
     names = list(main)
     out = {name: beta[1 + i] for i, name in enumerate(names)}
@@ -393,7 +421,7 @@ def covariate_statistics(values, design, main):
     no_bmi = [i for i, name in enumerate(names) if name != "bmi"]
     out["distance_without_bmi"] = np.sqrt(dist[no_bmi].sum(axis=0))
     squares = np.column_stack([main["age"] ** 2, main["bmi"] ** 2])
-    beta2, *_ = np.linalg.lstsq(np.column_stack([design, squares - squares.mean(axis=0)]), values, rcond=None)
+    beta2 = np.linalg.pinv(np.column_stack([design, squares - squares.mean(axis=0)])) @ values
     out["age_squared"] = beta2[-2]
     out["bmi_squared"] = beta2[-1]
     male = main["sex"] > 0
@@ -412,22 +440,29 @@ def group_statistics(values, groups):
 
     labels = np.unique(groups)
     n, k = values.shape[0], len(labels)
+    rows_of = [np.flatnonzero(groups == g) for g in labels]
 
     def anova(x):
         grand = x.mean(axis=0)
         between = np.zeros(x.shape[1])
         within = np.zeros(x.shape[1])
-        for g in labels:
-            rows = x[groups == g]
-            between += len(rows) * (rows.mean(axis=0) - grand) ** 2
-            within += ((rows - rows.mean(axis=0)) ** 2).sum(axis=0)
+        for rows in rows_of:
+            part = x[rows]
+            mean = part.mean(axis=0)
+            between += len(rows) * (mean - grand) ** 2
+            within += ((part - mean) ** 2).sum(axis=0)
         return (between / max(k - 1, 1)) / np.maximum(within / max(n - k, 1), 1e-12)
 
-    spread = np.zeros_like(values)
-    for g in labels:
-        rows = groups == g
-        spread[rows] = np.abs(values[rows] - np.median(values[rows], axis=0))
-    return {"centre_mean_F": anova(values), "centre_spread_F": anova(spread)}
+    out = {"centre_mean_F": np.empty(values.shape[1]), "centre_spread_F": np.empty(values.shape[1])}
+    for start in range(0, values.shape[1], 256):  # columns in blocks, each on its own
+        sl = slice(start, start + 256)
+        b = np.asarray(values[:, sl], dtype=np.float64)
+        spread = np.empty(b.shape)
+        for rows in rows_of:
+            spread[rows] = np.abs(b[rows] - np.median(b[rows], axis=0))
+        out["centre_mean_F"][sl] = anova(b)
+        out["centre_spread_F"][sl] = anova(spread)
+    return out
 
 
 def visit2_statistics(baseline, visit2, centre):
@@ -578,7 +613,10 @@ def protein_statistics(release, genotypes, max_subjects=None):
     for name, values in covariate_statistics(tsite, design, main).items():
         if name in ("age", "sex", "bmi", "smoking", "r2"):
             stats[f"transcript.covariate_{name}"] = values
-    stats["transcript.missing_rate"] = (~np.isfinite(traw)).mean(axis=0)
+    t_missing = ~np.isfinite(traw)
+    stats["transcript.missing_rate"] = t_missing.mean(axis=0)
+    del traw
+    tsite = tsite.astype(np.float32)  # kept for the transcripts' own genotype scan (float32 there anyway)
 
     # --- correlation structure and other assays
     for name, values in communality_statistics(adjusted).items():
@@ -623,6 +661,7 @@ def protein_statistics(release, genotypes, max_subjects=None):
         stats[f"shape.{name}"] = values
     for name, values in shape_statistics(cohort).items():
         stats[f"shape.{name}_raw"] = values
+    del cohort
     finite = np.isfinite(raw)
     stats["shape.unique_fraction"] = np.array([len(np.unique(raw[finite[:, j], j])) / max(finite[:, j].sum(), 1)
                                                for j in range(p)])
@@ -636,7 +675,7 @@ def protein_statistics(release, genotypes, max_subjects=None):
     mean_present = (~missing * zb[:, None]).sum(axis=0) / np.maximum(n - n_missing, 1)
     se = np.sqrt(1.0 / np.maximum(n_missing, 1) + 1.0 / np.maximum(n - n_missing, 1))
     stats["missing.bmi_shift_z"] = np.where(n_missing >= 2, (mean_missing - mean_present) / se, 0.0)
-    stats["missing.with_transcript"] = ((missing & ~np.isfinite(traw)).sum(axis=0) / np.maximum(n_missing, 1))
+    stats["missing.with_transcript"] = ((missing & t_missing).sum(axis=0) / np.maximum(n_missing, 1))
 
     # --- visit 2
     try:
@@ -673,6 +712,7 @@ def protein_statistics(release, genotypes, max_subjects=None):
         pass
 
     # --- genetics: the analyst's own lead-variant scan
+    del adjusted, tadjusted
     gz, q, variant_ids = genotype_matrix(genotypes, subjects)
     contig, position = variant_positions(release, variant_ids)
     inst, lead, lead_r = instrument_statistics(gz, q, contig, position, site)
@@ -680,7 +720,8 @@ def protein_statistics(release, genotypes, max_subjects=None):
         stats[f"instrument.{name}"] = values
     tlead, tlead_r = lead_scan(gz, tsite)
     stats["transcript.lead_r2"] = tlead_r ** 2
-    stats["transcript.protein_lead_r2"] = ((gz[:, lead].astype(np.float64) * tsite).mean(axis=0)) ** 2
+    stats["transcript.protein_lead_r2"] = np.array([float(np.mean(gz[:, v].astype(np.float64) * tsite[:, j]))
+                                                     for j, v in enumerate(lead)]) ** 2
 
     # --- targetability and identifiers
     try:

@@ -124,11 +124,14 @@ def check_instruments(world_dir: str, wt: WorldTruth, genotypes: pd.DataFrame, c
     variant or G_direct)."""
     variants = list(genotypes.columns)
     column = {v: i for i, v in enumerate(variants)}
-    dosage = np.array(genotypes, dtype=np.float64)
-    dosage[dosage < 0] = np.nan
-    q = np.nanmean(dosage, axis=0) / 2.0
-    dosage = np.where(np.isfinite(dosage), dosage, 2 * q)
-    n = dosage.shape[0]
+    calls = genotypes.to_numpy()  # int8, -1 for a missing call (no float copy of the whole matrix)
+    called = (calls >= 0).sum(axis=0)
+    q = np.where(called > 0, np.where(calls >= 0, calls, 0).sum(axis=0, dtype=np.int64) / np.maximum(2.0 * called, 1.0), 0.0)
+    n = calls.shape[0]
+
+    def column_of(j: int) -> np.ndarray:
+        x = calls[:, j].astype(np.float64)
+        return np.where(x >= 0, x, 2 * q[j])
     decay_bp = 1000.0 * float(wt.hidden.get("ld_decay_kb") or (wt.config.get("world") or {}).get("ld_decay_kb", 110.0))
     cis = wt.cis
     trans = dict(zip(wt.proteins, wt.hidden.get("protein_trans_variant") or []))
@@ -150,7 +153,8 @@ def check_instruments(world_dir: str, wt: WorldTruth, genotypes: pd.DataFrame, c
         own.setdefault(pair["partner"], set()).update(own.get(causal, set()))
 
     def corr(a: int, b: int) -> float:
-        x, y = dosage[:, a] - dosage[:, a].mean(), dosage[:, b] - dosage[:, b].mean()
+        x, y = column_of(a), column_of(b)
+        x, y = x - x.mean(), y - y.mean()
         den = math.sqrt(float(x @ x) * float(y @ y))
         return float(x @ y) / den if den > 0 else 0.0
 
