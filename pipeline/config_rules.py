@@ -225,6 +225,8 @@ FIELD_RULES: dict = {
     "world.trans_private_fraction": NUM(0, 1, why="share of trans effects (drivers' aside) from a protein's own trans variant"),
     "world.far_gap_min_kb": NUM(0, 1e5, why="smallest far gap between clusters of linked variants"),
     "world.pathway_absent_rate": NUM(0, 1, why="share of ordinary pathways nobody follows"),
+    "world.pathway_weight": PAIR(0.0, 5.0, why="an ordinary pathway feeder's weight"),
+    "world.pathway_late_followers": PAIR(0, 10, why="late followers of an ordinary pathway with a delayed feeder"),
     "world.pathway_residual": PAIR(0.0, 2.0, why="residual SD of an ordinary pathway"),
     "world.pathway_loading": PAIR(0.0, 0.79, why="an ordinary follower's loading on its pathway (below the 0.8 residual)"),
     "world.n_factors": INT(1, 64),

@@ -195,6 +195,8 @@ class WorldConfig:
     trans_private_fraction: float = 0.30  #: of those (drivers aside, whose are always private), the share whose trans variant is their own rather than a shared hub
     far_gap_min_kb: float = 550.0  #: far gaps between clusters of linked variants are at least this (a shifted exponential)
     pathway_absent_rate: float = 0.25  #: share of ordinary pathways nobody follows (the others have L's followers: a baseline one where T2 is planted, a delayed feeder and a late one where A9 is)
+    pathway_late_followers: List[int] = field(default_factory=lambda: [1, 1])  #: late followers of a pathway with a delayed feeder ~ U{lo..hi} (L has the A9 partner)
+    pathway_weight: List[float] = field(default_factory=lambda: [0.30, 0.45])  #: |v| of an ordinary pathway's feeders ~ U(lo, hi) (the drivers': driver_weight)
     pathway_residual: List[float] = field(default_factory=lambda: [0.05, 1.05])  #: each ordinary pathway's own residual SD ~ U(lo, hi) (L's: 0.55, hard 0.70)
     pathway_loading: List[float] = field(default_factory=lambda: [0.22, 0.78])  #: each ordinary pathway's follower loading ~ U(lo, hi) (the T2 decoy's and A9 partner's: 0.50)
     n_factors: int = 12  #: shared latent biological factors

@@ -274,14 +274,14 @@ def follower_carry(resid_carry: float, residual: float, loading: float, rho: flo
 def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float, a9_loading: float,
           resid_carry: float, factor_carry: float, direct_pool, cov_x: np.ndarray, absent_rate: float = 0.15,
           late_ratio: tuple = (1.15, 1.45), base_fraction: tuple = (0.04, 0.10), residual_range: tuple = (0.55, 0.55),
-          loading_range: tuple = (0.50, 0.50)) -> PathwayModel:
+          loading_range: tuple = (0.50, 0.50), late_followers: tuple = (1, 1)) -> PathwayModel:
     """Deal the ordinary proteome into pathways and fit every follower's own loadings,
     covariate coefficients and residual to its path (module docstring).  Changes
     ``world.protein_loadings`` and ``world.protein_cov`` of followers in place.
     ``direct_pool(k)`` gives k variants for the pathways' own variants; ``absent_rate`` is the
     share of pathways nobody follows."""
     from .linkage import latent_model
-    from .world import L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, PROTEIN_RESIDUAL
+    from .world import COREGULATED_SHARED, L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, PROTEIN_RESIDUAL
 
     P = world.n_proteins
     F = world.protein_loadings.shape[1]
@@ -291,8 +291,15 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     trans_var = np.where(world.protein_master >= 0, 0.01, 0.0)
     legacy_shapes = world.leaky("pathway_shapes")
 
+    pair_anchors = set(int(a) for a, _ in world.coregulated)
+
     def raw_var(p):
-        return float(world.protein_h2[p] + trans_var[p] + var_of(content(world, p), sigma) + PROTEIN_RESIDUAL ** 2)
+        """Variance of what a pathway reads of feeder p: its raw value, or for the anchor of a
+        co-regulated pair its abundance without the assay's own noise (as L reads the T4 driver's)."""
+        v = float(world.protein_h2[p] + trans_var[p] + var_of(content(world, p), sigma) + PROTEIN_RESIDUAL ** 2)
+        if p in pair_anchors and not legacy_shapes:
+            v -= PROTEIN_RESIDUAL ** 2 * (1.0 - COREGULATED_SHARED)
+        return v
 
     # ---- who feeds and follows what
     in_l = set(int(d) for d in r.drivers) | {int(x) for x in (r.decoys.get("T2"), r.a9_partner) if x is not None}
@@ -318,7 +325,8 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         def shape_of(u):
             if rng.random() < absent_rate:
                 return 0, 0, 0
-            return late, base, late
+            n_late = int(rng.integers(late_followers[0], late_followers[1] + 1)) if late else 0
+            return late, base, n_late
     if len(eligible) >= UPSTREAM[0]:
         upstream, delayed_of, follow_map = _deal(rng, eligible, anchors, upstream_range(len(r.drivers), bool(r.delayed.any())),
                                                  shape_of)

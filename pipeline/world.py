@@ -525,10 +525,11 @@ def sample_world(resolved: Resolved) -> World:
         metabolite_cis, metabolite_h2, metabolite_loadings, metabolite_cov)
 
     bp = w.bias_params
-    world.pathways = pathways.build(world, seeds.stream(seed, "world/pathways"), tuple(w.driver_weight),
+    world.pathways = pathways.build(world, seeds.stream(seed, "world/pathways"), tuple(w.pathway_weight),
                                     float(bp.T1.bmi_loading), float(bp.T2.latent_loading), float(bp.A9.partner_latent),
                                     VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, pathway_pool, cov_x,
                                     absent_rate=float(w.pathway_absent_rate), residual_range=tuple(w.pathway_residual),
                                     loading_range=tuple(w.pathway_loading),
+                                    late_followers=tuple(int(x) for x in w.pathway_late_followers),
                                     late_ratio=tuple(bp.A9.late_ratio), base_fraction=tuple(bp.A9.base_fraction))
     return world

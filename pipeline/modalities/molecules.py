@@ -76,11 +76,18 @@ def covariate_terms(world, pop, age_shift=0.0, bmi=None, proteins=None) -> np.nd
     return dot(covariate_matrix(pop), coef.T)
 
 
-def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray, pop: dict) -> tuple:
+def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray, pop: dict,
+                   assay_noise: dict | None = None) -> tuple:
     """K_m and K_m_late ([n, M]; zero for a pathway nobody follows) from the feeders' raw
     values: K_m = sum_j coef_j raw_j + L's covariate terms + direct_m G_m + extra_m eps_m
-    (unit variance) and K_m_late = late_k K_m + sum_j late_coef_j raw_j (pipeline.pathways)."""
+    (unit variance) and K_m_late = late_k K_m + sum_j late_coef_j raw_j (pipeline.pathways).
+    A co-regulated anchor feeds with its abundance, its raw value less ``assay_noise[p]``
+    (its assay's own noise), as L reads the T4 driver's abundance."""
     pw = world.pathways
+    if assay_noise:
+        raw = raw.copy()
+        for p, noise in assay_noise.items():
+            raw[:, p] = raw[:, p] - noise
     n, M = raw.shape[0], len(pw.upstream)
     k, late = np.zeros((n, M)), np.zeros((n, M))
     if not M:
@@ -149,8 +156,18 @@ class BlockMolecules:
         self._raw = self.protein_bio + self.cov
         self.pathway_k = self.pathway_late = None
         if self._n_pathways():
-            self.pathway_k, self.pathway_late = pathway_values(world, self._raw, self.pathway_eps, self.dosage, pop)
+            self.pathway_k, self.pathway_late = pathway_values(world, self._raw, self.pathway_eps, self.dosage, pop,
+                                                               self.anchor_assay_noise())
             add_pathways(world, self._raw, self.protein_bio, self.pathway_k, self.pathway_late)
+
+    def anchor_assay_noise(self) -> dict:
+        """Each co-regulated anchor's assay noise (what its released value adds to the pair's
+        abundance), the T4 driver's excepted (L reads its abundance through the population stage)."""
+        w = self.world
+        if w.pathways is None or w.pathways.visit2_recomputed or w.leaky("pathway_shapes"):
+            return {}
+        own = PROTEIN_RESIDUAL * np.sqrt(1.0 - COREGULATED_SHARED)
+        return {int(a): own * self.pair_noise[:, k] for k, (a, _) in enumerate(w.coregulated) if int(a) != w.roles.t4_causal}
 
     def _n_pathways(self) -> int:
         pw = self.world.pathways

@@ -585,6 +585,7 @@ def protein_statistics(release, genotypes, max_subjects=None):
     covariates = covariates.loc[subjects]
     ids = [str(c) for c in proteins.columns]
     raw = np.array(proteins.loc[subjects], dtype=np.float64)
+    del proteins
     design, main, centre = covariate_design(covariates)
     n, p = raw.shape
     stats = {}
@@ -599,13 +600,18 @@ def protein_statistics(release, genotypes, max_subjects=None):
     transcripts.index = transcripts.index.astype(str)
     names = [re.sub(r"^PROT_", "TRANS_", c) for c in ids]
     traw = np.array(transcripts.reindex(index=subjects, columns=names), dtype=np.float64)
+    del transcripts
     tsite = standardise_within(traw, centre)
     tadjusted = standardise_columns(residualise(tsite, design))
     stats["transcript.r"] = (site * tsite).mean(axis=0)
     stats["transcript.r_raw"] = (cohort * standardise_columns(traw)).mean(axis=0)
     stats["transcript.r_adjusted"] = (adjusted * tadjusted).mean(axis=0)
     ranks = lambda x: standardise_columns(np.argsort(np.argsort(x, axis=0), axis=0).astype(np.float64))  # noqa: E731
-    stats["transcript.rank_minus_linear_r"] = (ranks(site) * ranks(tsite)).mean(axis=0) - stats["transcript.r"]
+    rank_r = np.empty(p)
+    for start in range(0, p, 256):  # in column blocks (each column on its own)
+        sl = slice(start, start + 256)
+        rank_r[sl] = (ranks(site[:, sl]) * ranks(tsite[:, sl])).mean(axis=0)
+    stats["transcript.rank_minus_linear_r"] = rank_r - stats["transcript.r"]
     cross = adjusted.T @ tadjusted / n
     np.fill_diagonal(cross, 0.0)
     stats["transcript.best_other_abs_r"] = np.abs(cross).max(axis=1)
@@ -684,7 +690,7 @@ def protein_statistics(release, genotypes, max_subjects=None):
         attendees = v2.index.intersection(subjects)
         rows = pd.Index(subjects).get_indexer(attendees)
         base2 = raw[rows]
-        later = np.array(v2.loc[attendees, proteins.columns], dtype=np.float64)
+        later = np.array(v2.loc[attendees, ids], dtype=np.float64)
         for name, values in visit2_statistics(base2, later, centre[rows]).items():
             stats[f"visit2.{name}"] = values
 
