@@ -408,12 +408,13 @@ def test_followers_total_loadings_are_an_ordinary_draw():
 
     w = _sample("standard-01")
     pw = w.pathways
-    l = pw.loading
     for m, (up, coef) in enumerate(zip(pw.upstream, pw.coef)):
         content = sum(c * w.protein_loadings[p] for p, c in zip(up, coef))
         late = pw.late_k[m] * content + sum(c * w.protein_loadings[p] for p, c in zip(up, pw.late_coef[m]))
         for f in np.flatnonzero(pw.follows == m):
             path = content if pw.follower_kind[f] == BASELINE else late
+            l = pw.follower_loading[f]
+            assert 0.22 <= l <= 0.78
             np.testing.assert_allclose(w.protein_loadings[f] + l * path, pw.total_loadings[f], atol=1e-12)
     others = [p for p in range(w.n_proteins) if pw.follows[p] < 0 and p not in (w.roles.decoys["T2"], w.roles.a9_partner)]
     np.testing.assert_array_equal(w.protein_loadings[others], pw.total_loadings[others])
