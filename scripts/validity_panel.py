@@ -50,16 +50,24 @@ def manifest_digest(world_dir: Path) -> str:
     return h.hexdigest()[:20]
 
 
+def code_digest() -> str:
+    """Changes with the per-world analysis code (the statistics, the sealed checks, the instrument check)."""
+    h = hashlib.sha256()
+    for module in ("pipeline/tells/features.py", "pipeline/tells/sealed_checks.py", "pipeline/audit/instruments.py"):
+        h.update((REPO / module).read_bytes())
+    return h.hexdigest()[:20]
+
+
 def analyse(world_dir: Path, store: Path, alpha: float) -> dict:
     """Both scans' per-world analyses of one built world, kept in ``store``."""
     path = store / f"{world_dir.name}.pkl"
     digest = manifest_digest(world_dir)
     if path.exists():
         kept = pickle.loads(path.read_bytes())
-        if kept.get("digest") == digest:
+        if kept.get("digest") == digest and kept.get("code") == code_digest():
             return kept
     t0 = time.monotonic()
-    res = {"digest": digest, "tells": tells.analyse_world_safely(str(world_dir)),
+    res = {"digest": digest, "code": code_digest(), "tells": tells.analyse_world_safely(str(world_dir)),
            "instruments": inst.analyse_world(str(world_dir), alpha)}
     res["seconds"] = round(time.monotonic() - t0, 1)
     tmp = path.with_suffix(".wip")
@@ -100,7 +108,8 @@ def main(argv: list | None = None) -> int:
         kept = store / f"{wid}.pkl"
         if kept.exists() and not (wdir / "release" / "MANIFEST.json").exists():
             res = pickle.loads(kept.read_bytes())  # analysed before, world deleted since
-            print(f"[{wid}] analyses kept from an earlier run (manifests {res['digest']})", flush=True)
+            note = "" if res.get("code") == code_digest() else "; by an earlier version of the analysis code"
+            print(f"[{wid}] analyses kept from an earlier run (manifests {res['digest']}{note})", flush=True)
             results.append(res)
             continue
         if not (wdir / "release" / "MANIFEST.json").exists():

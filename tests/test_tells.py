@@ -156,7 +156,7 @@ def test_agent_reaches_no_exempt_statistic():
 
 def test_agent_claims_from_planted_outliers_and_nothing_from_ordinary_proteins():
     rng = np.random.default_rng(11)
-    cols = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2", "instrument.conditional_r2",
+    cols = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2_rest", "instrument.conditional_r2",
             "instrument.lead_r2"]
     # ordinary proteins: within 2 SD on every statistic, so none can pass the decoy thresholds (sum below -5)
     table = pd.DataFrame(np.clip(rng.standard_normal((300, 6)), -2.0, 2.0), index=[f"PROT_{i:04d}" for i in range(300)],

@@ -332,6 +332,8 @@ def communality_statistics(adjusted, ks=(3, 12, 24), ridge=0.01):
     np.fill_diagonal(off, 0.0)
     out["max_abs_r"] = np.abs(off).max(axis=1)
     out["mean_r2"] = (off ** 2).sum(axis=1) / max(p - 1, 1)
+    # the same without the protein's closest one (a co-regulated twin, if it has one)
+    out["mean_r2_rest"] = ((off ** 2).sum(axis=1) - (off ** 2).max(axis=1)) / max(p - 2, 1)
     out["n_r_above_0.1"] = (np.abs(off) > 0.1).sum(axis=1).astype(np.float64)
     inverse = np.linalg.inv(c + ridge * np.eye(p))
     out["multiple_r2"] = 1.0 - 1.0 / (np.diag(inverse) * (1.0 + ridge))
