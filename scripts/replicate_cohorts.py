@@ -59,6 +59,27 @@ def replicate_cohort(world, seed: int, variants: list) -> tuple:
     return g, coh.latent, coh.latent_late
 
 
+def replicate_z(world_yaml: str, variants: list, replicates: int, out: str = ".") -> dict:
+    """Reduced-form z of each variant on L and L_late in ``replicates`` fresh cohorts of the
+    world recorded in ``world_yaml`` (the text of its sealed/world.yaml): {variant: (mean z_L,
+    SE, mean z_Llate, SE)}."""
+    resolved = config.from_record(world_yaml, out=out)
+    world = sample_world(resolved)
+    ids = list(world.variant_id)
+    idx = [ids.index(v) for v in variants]
+    base = world.seed
+    zl, zll = [], []
+    for k in range(replicates):
+        seed = int.from_bytes(hashlib.sha256(f"{base}/replicate/{k}".encode()).digest()[:16], "little") | (1 << 127)
+        g, L, late = replicate_cohort(world, seed, idx)
+        zl.append(z_of(g, L))
+        zll.append(z_of(g, late))
+    zl, zll = np.array(zl), np.array(zll)
+    se = lambda a: a.std(axis=0, ddof=1) / np.sqrt(replicates)  # noqa: E731
+    return {v: (float(zl[:, j].mean()), float(se(zl)[j]), float(zll[:, j].mean()), float(se(zll)[j]))
+            for j, v in enumerate(variants)}
+
+
 def z_of(g: np.ndarray, y: np.ndarray) -> np.ndarray:
     y = (y - y.mean()) / y.std()
     return g.T @ y / np.sqrt(len(y))

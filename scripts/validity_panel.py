@@ -14,7 +14,12 @@ the panel and printed; JSON copies go to ``<out>/tells.json`` and ``<out>/instru
 Held-out worlds need seeds: ``--seeds`` names a sealed seed file; without it fixed test
 seeds derived from the world id are written to ``<out>/test-seeds.yaml`` (those of
 ``scripts/tells_panel.py`` and ``tests/test_panel.py``; not the benchmark's sealed seeds).
-Exit status 1 when either scan finds something.
+An instrument finding (a lead variant over the per-world Bonferroni bar) is then
+replicated: ``--replicates`` fresh cohorts of the world's unchanged hidden model (its
+sealed/world.yaml is kept) measure the variant's z again (scripts/replicate_cohorts.py);
+a path of the model shows as a replicate mean beyond 1 and 3 standard errors in the
+finding's direction, a sampling extreme of the built cohort as a mean near 0.  Exit
+status 1 when the tell scan finds something or a finding replicates.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
 
 from pipeline.audit import instruments as inst  # noqa: E402
 from pipeline.panel import panel_worlds  # noqa: E402
@@ -87,6 +93,8 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep each built world (default: delete it once analysed)")
     ap.add_argument("--alpha", type=float, default=0.05, help="the instrument check's level per world and outcome")
     ap.add_argument("--workers", type=int, default=2, help="build workers")
+    ap.add_argument("--replicates", type=int, default=10,
+                    help="fresh cohorts of a world's model to replicate each instrument finding in (0: none)")
     args = ap.parse_args(argv)
     out = Path(args.out or f"worlds-validity/{args.scale}").resolve()
     store = out / ".analyses"
@@ -125,6 +133,7 @@ def main(argv: list | None = None) -> int:
         res = analyse(wdir, store, args.alpha)
         print(f"[{wid}] analysed in {res['seconds']:.0f} s", flush=True)
         results.append(res)
+        shutil.copyfile(wdir / "sealed" / "world.yaml", store / f"{wid}.world.yaml")  # the model, for replication
         if not args.keep:
             shutil.rmtree(wdir)
     report = tells.scan([r["tells"] for r in results])
@@ -137,12 +146,48 @@ def main(argv: list | None = None) -> int:
                "pooled": pooled, "findings": findings,
                "expected_chance_findings": round(2 * args.alpha * len(per_world), 2),
                "passed": not findings and pooled["passed"]}
+    # a finding is a path of the model or a sampling extreme of the built cohort: re-draw the
+    # world's participants from its unchanged hidden model (scripts/replicate_cohorts.py)
+    paths = []
+    if findings and args.replicates:
+        from replicate_cohorts import replicate_z
+
+        for f in findings:
+            yaml_path = store / f"{f['world']}.world.yaml"
+            if not yaml_path.exists():
+                f["replication"] = "no world.yaml kept"
+                paths.append(f)
+                continue
+            zl, se_l, zll, se_ll = replicate_z(yaml_path.read_text(), [f["variant"]], args.replicates, str(out))[f["variant"]]
+            built = f["z_l"] if abs(f["z_l"]) >= abs(f["z_l_late"]) else f["z_l_late"]
+            mean, se = (zl, se_l) if abs(f["z_l"]) >= abs(f["z_l_late"]) else (zll, se_ll)
+            along = mean * np.sign(built)  # the replicates' mean in the built cohort's direction
+            f["replication"] = {"replicates": args.replicates, "mean_z_l": round(zl, 3), "se_z_l": round(se_l, 3),
+                                "mean_z_l_late": round(zll, 3), "se_z_l_late": round(se_ll, 3),
+                                "verdict": "path" if along > max(1.0, 3 * se) else "chance"}
+            if f["replication"]["verdict"] == "path":
+                paths.append(f)
+        ireport["paths"] = paths
+        ireport["passed_by_replication"] = not paths and pooled["passed"]
     (out / "instruments.json").write_text(json.dumps(ireport, indent=1, default=float))
     print()
     print(inst.format_report(ireport))
+    for f in findings:
+        rep = f.get("replication")
+        if isinstance(rep, dict):
+            print(f"  replication of {f['world']} {f['protein']} {f['variant']}: {rep['replicates']} fresh cohorts of the "
+                  f"same model give z_L {rep['mean_z_l']:+.2f} +- {rep['se_z_l']:.2f}, z_Llate {rep['mean_z_l_late']:+.2f} "
+                  f"+- {rep['se_z_l_late']:.2f}: {rep['verdict']}")
+    if findings and args.replicates:
+        print(f"instrument check by replication: {len(paths)} of {len(findings)} finding(s) a path of the model "
+              f"-> {'PASSED' if ireport['passed_by_replication'] else 'FAILED'}")
+    verdict = ireport.get("passed_by_replication", ireport["passed"])
     print(f"\npanel {args.panel} at scale {args.scale}: {len(results)} worlds in {time.monotonic() - t_all:.0f} s; "
-          f"tell scan {'PASSED' if report['passed'] else 'FAILED'}, instrument check {'PASSED' if ireport['passed'] else 'FAILED'}")
-    return 0 if report["passed"] and ireport["passed"] else 1
+          f"tell scan {'PASSED' if report['passed'] else 'FAILED'}, instrument check "
+          f"{'PASSED' if ireport['passed'] else 'FAILED'} ({len(findings)} over the per-world bar, "
+          f"{ireport['expected_chance_findings']} expected by chance; by replication "
+          f"{'PASSED' if verdict else 'FAILED'})")
+    return 0 if report["passed"] and verdict else 1
 
 
 if __name__ == "__main__":
