@@ -34,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
