@@ -21,7 +21,8 @@ DECOY_MECHANISM = {
 SCALES = ("tiny", "small", "paper", "biobank")
 # Test-only switches of world.test_leaks: each restores one role tell or unplanned
 # trap the generator used to have (issue 12), so the tell scan can be shown to catch it.
-TEST_LEAKS = ("transcripts", "communality", "weak_instrument", "cis_sharing", "t8_signs", "t4_separable")
+TEST_LEAKS = ("transcripts", "communality", "weak_instrument", "cis_sharing", "t8_signs", "t4_separable",
+              "trans_hubs", "weak_ld", "pathway_shapes", "visit2_recomputed")
 CLUSTER_KINDS = ("local", "sync", "address")
 IMAGING_LAYOUTS = ("npz", "zarr", "none")
 # Participants per random-number block.  Fixed forever: changing it changes every world.
@@ -191,6 +192,13 @@ class WorldConfig:
     af_beta: List[float] = field(default_factory=lambda: [0.734507, 1.064551])  #: q = 0.034381 + (0.5 - 0.034381) Beta(a, b)
     ld_decay_kb: float = 110.0  #: latent correlation exp(-|dpos| / ld_decay) between variants
     trans_fraction: float = 0.20  #: proteins with a trans (master-regulator) effect of sqrt(0.01)
+    trans_private_fraction: float = 0.30  #: of those (drivers aside, whose are always private), the share whose trans variant is their own rather than a shared hub
+    far_gap_min_kb: float = 550.0  #: far gaps between clusters of linked variants are at least this (a shifted exponential)
+    pathway_absent_rate: float = 0.25  #: share of ordinary pathways nobody follows (the others have L's followers: a baseline one where T2 is planted, a delayed feeder and a late one where A9 is)
+    pathway_late_followers: List[int] = field(default_factory=lambda: [1, 1])  #: late followers of a pathway with a delayed feeder ~ U{lo..hi} (L has the A9 partner)
+    pathway_weight: List[float] = field(default_factory=lambda: [0.30, 0.45])  #: |v| of an ordinary pathway's feeders ~ U(lo, hi) (the drivers': driver_weight)
+    pathway_residual: List[float] = field(default_factory=lambda: [0.05, 1.05])  #: each ordinary pathway's own residual SD ~ U(lo, hi) (L's: 0.55, hard 0.70)
+    pathway_loading: List[float] = field(default_factory=lambda: [0.22, 0.78])  #: each ordinary pathway's follower loading ~ U(lo, hi) (the T2 decoy's and A9 partner's: 0.50)
     n_factors: int = 12  #: shared latent biological factors
     factor_loading_sd: float = 0.15
     concordance: List[float] = field(default_factory=lambda: [0.30, 0.60])  #: protein-transcript concordance ~ U(lo, hi)

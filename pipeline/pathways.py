@@ -1,23 +1,36 @@
 """Pathways: latent processes that proteins feed and follow (SPEC sections 3 and 4).
 
-Disease severity L is a latent process some proteins feed (the drivers) and some
-follow (the T2 decoy: 0.50 L; the A9 partner: 0.50 L_late).  Feeding or following
-one latent process makes a small cluster of correlated proteins, which takes a
-principal component of its own; if L were the proteome's only such process, the
-cluster alone (its members' share of the top components, their correlations)
-would point at the roles without any causal reasoning.  So every protein belongs to
-a pathway: the ordinary proteome is dealt into latent processes K_m built like L,
+Disease severity L is a latent process some proteins feed (the drivers; in A9 worlds one
+of them a delayed driver whose baseline weight is 4-10 % of its late one) and some follow
+(the T2 decoy: 0.50 L; the A9 partner: 0.50 L_late, measured at baseline), with a later
+state L_late = z[0.75 L + 0.35 sum w_late P].  Feeding or following one latent process
+makes a small cluster of correlated proteins with its own partial-correlation structure
+and its own behaviour between visits; if L were the proteome's only such process, that
+structure alone would point at the roles.  So every protein belongs to a pathway: the
+ordinary proteome is dealt into latent processes built like L and L_late,
 
-    K_m = z[sum_j v_j P_j + e eps],   |v_j| ~ U(driver_weight), random sign,
+    K_m = z[sum_j v_j P_j + 0.12 G_m + e eps],   |v_j| ~ U(driver_weight), random sign,
+    K_m_late = z[0.75 K_m + 0.35 sum_j v_late,j P_j],
 
-fed by about as many proteins as feed L (1-6; 2-6 without drivers) and followed by as
-many as follow L (1-2 without the T2 decoy and the A9 partner) (follower = ordinary
-protein + 0.50 K_m,
-the T2 decoy's loading), with e^2 the variance L has outside its proteins, of which
-a variant of its own carries L's 0.12 G_direct share (so a follower's second genetic
-signal away from any protein's locus is no more L's than an ordinary pathway's).  The
-variant is never linked to an instrument that moves L.  K_m is hidden; nothing else
-depends on it.
+fed by about as many proteins as feed L at baseline (the world's non-delayed drivers
++-2; UPSTREAM without drivers), each with its own residual SD (``world.pathway_residual``,
+around L's 0.55 and 0.70) and its own follower loading (``world.pathway_loading``, around
+the T2 decoy's 0.50), so that how tightly a pathway's members are tied varies as much
+between ordinary pathways as it does between L and them.  Each pathway takes L's own shape in its world: a
+delayed feeder (the A9 driver's: late weight 1.15-1.45 x the largest other, baseline
+weight 4-10 % of it) and a late follower (ordinary protein + 0.50 K_m_late at baseline,
+as the A9 partner follows L_late) where A9 is planted, a baseline follower (+ 0.50 K_m,
+as the T2 decoy follows L) where T2 is; or, at ``world.pathway_absent_rate``, no
+follower (and no delayed feeder) at all, as L has none in the worlds planting neither,
+so that a feeder nobody follows is as common as L's least connected member needs.
+e^2 is the variance L has outside its proteins, of which G_m, a variant of its own, carries L's
+0.12 G_direct share (placed like G_direct: never near an instrument that moves L).
+
+Between visits the followers behave as L's do: at visit 2 a baseline follower reads
+K_m_late and a late follower K_m_late carried on five more years (as the T2 decoy reads
+L_late and the A9 partner L_late carried on), both built from the feeders' *baseline*
+values, with the covariate change their path stands in for; the feeders themselves are
+ordinary proteins at visit 2.  K_m and K_m_late are hidden; nothing else depends on them.
 
 A follower's path brings its upstream proteins' shared-factor content and covariate
 terms with it.  Every follower (ordinary ones, the T2 decoy, the A9 partner) draws
@@ -27,12 +40,18 @@ shortened so that its variance is an ordinary protein's; the planted path
 (0.50 L, 0.50 L_late) itself is unchanged.  What a path carries is computed from
 the model's linear structure (each protein is cis + trans + lambda F + beta X +
 residual, X = age - 55, sex, BMI - 27, smoking), with the covariates' covariance
-measured on the world's own first population blocks.
+measured on the world's own first population blocks; the visit-to-visit carry of every
+follower's own residual is fitted by one formula (``follower_carry``) so that its
+stability is an ordinary protein's.
 
 Ordinary covariate coefficients are heterogeneous (SPEC section 3: a protein's
 covariate terms may not mark it): centred on the supplement's 0.01 (age), 0.10
 (sex), 0.02 (BMI) with a smoking term centred on zero, so L's smoking term, which
 T2 inherits, is one ordinary coefficient among others.
+
+``test_leaks=pathway_shapes`` restores the pre-issue-29 pathways (every pathway with as
+many baseline followers as follow L, no delayed feeder); ``visit2_recomputed`` the
+followers' visit-2 values recomputed from their feeders' visit-2 values.
 """
 from __future__ import annotations
 
@@ -53,17 +72,21 @@ FOLLOWERS = (1, 2)
 MOMENT_BLOCKS = 8
 
 
+#: Follower kinds (``PathwayModel.follower_kind``).
+NONE, BASELINE, LATE = 0, 1, 2
+
+
 @dataclass
 class PathwayModel:
     """The ordinary pathways of a world and what every follower's path carries."""
 
-    upstream: list  # per pathway: int64 protein indices
+    upstream: list  # per pathway: int64 protein indices (the delayed feeder, if any, last)
     coef: list  # per pathway: K_m = sum coef_j raw_j + direct_m G_m + extra_m eps (unit variance)
     extra: np.ndarray  # [M]
-    direct_variant: np.ndarray  # [M] the pathway's own variant G_m (as L has G_direct)
+    direct_variant: np.ndarray  # [M] the pathway's own variant G_m (as L has G_direct); -1 without followers
     direct: np.ndarray  # [M] its coefficient
     follows: np.ndarray  # [P] pathway index followed, -1 for none
-    loading: float  # what a follower adds: loading x K_m
+    loading: float  # what the T2 decoy and the A9 partner add: 0.50 x L (or L_late)
     residual_sd: np.ndarray  # [P] residual SD of the ordinary equation (0.8; shorter for followers)
     visit2_carry: np.ndarray  # [P] visit-to-visit residual correlation
     special_residual: dict  # role -> residual SD of its bias equation
@@ -71,13 +94,33 @@ class PathwayModel:
     path_carried: dict  # role -> that share as it carries to visit 2 (factors 0.85, covariates 1)
     path_covariates: dict  # role -> the path's covariate content per unit of X (age - 55, sex, BMI - 27, smoking)
     total_loadings: np.ndarray  # [P, F] each protein's factor loadings with its path's (the ordinary draw)
+    follower_kind: np.ndarray = None  # [P] NONE, BASELINE (reads K_m) or LATE (reads K_m_late)
+    delayed: list = None  # per pathway: the delayed feeder's protein index or -1
+    late_coef: list = None  # per pathway: K_m_late = late_k K_m + sum late_coef_j raw_j (unit variance)
+    late_k: np.ndarray = None  # [M]
+    rho: np.ndarray = None  # [M] corr(K_m, K_m_late) (and of K_m_late with its value five years on)
+    cov_change: np.ndarray = None  # [M, 2, 4] covariate content of K_m and K_m_late per unit of X
+    weights: list = None  # per pathway: (baseline weights, late weights) of its feeders
+    visit2_recomputed: bool = False  # test-only leak: followers re-read K from the feeders' visit-2 values
+    follower_loading: np.ndarray = None  # [P] what each ordinary follower adds: loading x K_m (or K_m_late); 0 otherwise
+    residual: np.ndarray = None  # [M] each pathway's own residual SD (L's is 0.55, 0.70 in hard worlds)
+    cov_coef: np.ndarray = None  # [M, 4] K_m's own covariate terms per unit of X (L's 0.15 z(BMI), 0.10 smoking, 0.08 z(age))
 
     def summary(self, pid: list) -> dict:
-        return {"pathways": [{"upstream": [pid[int(p)] for p in up], "coef": [round(float(c), 6) for c in co],
-                              "direct_variant": int(self.direct_variant[m]), "direct": round(float(self.direct[m]), 6),
-                              "followers": [pid[int(p)] for p in np.flatnonzero(self.follows == m)]}
-                             for m, (up, co) in enumerate(zip(self.upstream, self.coef))],
-                "loading": self.loading,
+        out = []
+        for m, (up, co) in enumerate(zip(self.upstream, self.coef)):
+            row = {"upstream": [pid[int(p)] for p in up], "coef": [round(float(c), 6) for c in co],
+                   "direct_variant": int(self.direct_variant[m]), "direct": round(float(self.direct[m]), 6),
+                   "followers": [pid[int(p)] for p in np.flatnonzero(self.follows == m)]}
+            if self.follower_kind is not None:
+                row["late_followers"] = [pid[int(p)] for p in np.flatnonzero((self.follows == m) & (self.follower_kind == LATE))]
+                row["delayed"] = pid[int(self.delayed[m])] if self.delayed[m] >= 0 else None
+                row["weights"] = [round(float(x), 6) for x in self.weights[m][0]]
+                row["weights_late"] = [round(float(x), 6) for x in self.weights[m][1]]
+                row["residual"] = round(float(self.residual[m]), 6)
+                row["follower_loading"] = [round(float(self.follower_loading[int(p)]), 6) for p in np.flatnonzero(self.follows == m)]
+            out.append(row)
+        return {"pathways": out, "loading": self.loading,
                 "special_residual": {k: round(float(v), 6) for k, v in self.special_residual.items()},
                 "path_factor_covariate_share": {k: round(float(v), 6) for k, v in self.path_share.items()}}
 
@@ -101,72 +144,74 @@ def covariate_moments(world) -> tuple:
 
 
 def upstream_range(n_drivers: int, delayed: bool) -> tuple:
-    """How many proteins feed an ordinary pathway: about as many as feed L at baseline
-    (the drivers, less a delayed A9 driver whose baseline weight is 4-10 % of its late
-    one), so that the disease pathway is one of the world's pathways in size too; a
-    world without drivers deals UPSTREAM.  A pathway nobody follows makes no correlation,
-    so each has 1-2 followers, as L has the T2 decoy and the A9 partner."""
+    """How many proteins feed an ordinary pathway at full weight: about as many as feed L
+    at baseline (the drivers, less a delayed A9 driver whose baseline weight is 4-10 % of
+    its late one), so that the disease pathway is one of the world's pathways in size too;
+    a world without drivers deals UPSTREAM.  A delayed feeder, when the pathway has one,
+    comes on top, as the A9 driver does."""
     k = n_drivers - (1 if delayed else 0)
     if k < 1:
         return UPSTREAM
-    return max(1, k - 1), k + 1
+    return max(1, k - 2), k + 2
 
 
 def followers_range(n_following_l: int) -> tuple:
-    """How many proteins follow an ordinary pathway: as many as follow L (the T2 decoy and
-    the A9 partner; FOLLOWERS when neither is planted)."""
+    """How many proteins follow an ordinary pathway in the pre-issue-29 pathways
+    (test_leaks=pathway_shapes): as many as follow L (FOLLOWERS when neither is planted)."""
     return (n_following_l, n_following_l) if n_following_l >= 1 else FOLLOWERS
 
 
-def _deal(rng, eligible: np.ndarray, must_feed: set, must_follow: set, n_up: tuple = UPSTREAM,
-          n_follow: tuple = FOLLOWERS) -> tuple:
-    """Pathway memberships for ``eligible`` proteins: lists of upstream and follower slots."""
+def _deal(rng, eligible: np.ndarray, must_feed: set, n_up: tuple, shape_of) -> tuple:
+    """Pathway memberships for ``eligible`` proteins.  ``shape_of(u)`` draws a pathway's
+    other slots given its u full-weight feeders: (delayed feeders, baseline followers,
+    late followers).  Returns (per pathway the full-weight feeders, per pathway the
+    delayed feeder or -1, {follower: (pathway, kind)})."""
     shapes = []
     remaining = len(eligible)
     while remaining > 0:
         u = int(rng.integers(n_up[0], n_up[1] + 1))
-        f = int(rng.integers(n_follow[0], n_follow[1] + 1))
-        if u + f < remaining:
-            shapes.append([u, f])
-            remaining -= u + f
+        d, b, l = shape_of(u)
+        size = u + d + b + l
+        if size < remaining:
+            shapes.append([u, d, b, l])
+            remaining -= size
             continue
-        if remaining >= n_up[0] + n_follow[0]:  # the last pathway takes what is left
-            f = max(min(f, remaining - n_up[0]), n_follow[0])
-            shapes.append([remaining - f, f])
+        if remaining >= n_up[0] + d + b + l:  # the last pathway takes what is left as full-weight feeders
+            shapes.append([remaining - d - b - l, d, b, l])
         elif shapes:  # too few for a pathway of their own: they feed the previous one
             shapes[-1][0] += remaining
         else:
-            shapes.append([remaining, 0])
+            shapes.append([remaining, 0, 0, 0])
         remaining = 0
-    slots = [(m, kind) for m, (u, f) in enumerate(shapes) for kind in ["up"] * u + ["follow"] * f]
+    kinds = ("up", "delayed", "base", "late")
+    slots = [(m, kind) for m, shape in enumerate(shapes) for kind, k in zip(kinds, shape) for _ in range(k)]
     order = rng.permutation(len(slots))
     slots = [slots[i] for i in order]
     up_slots = [i for i, s in enumerate(slots) if s[1] == "up"]
-    follow_slots = [i for i, s in enumerate(slots) if s[1] == "follow"]
     taken = {}
-    for p in sorted(must_follow):
-        if follow_slots:
-            i = follow_slots.pop(int(rng.integers(len(follow_slots))))
-            taken[i] = p
     for p in sorted(must_feed):
         i = up_slots.pop(int(rng.integers(len(up_slots))))
         taken[i] = p
-    rest = [int(p) for p in rng.permutation(eligible) if int(p) not in must_feed and int(p) not in set(taken.values())]
+    placed = set(taken.values())
+    rest = [int(p) for p in rng.permutation(eligible) if int(p) not in placed]
     free = [i for i in range(len(slots)) if i not in taken]
     for i, p in zip(free, rest):
         taken[i] = p
     upstream = [[] for _ in shapes]
+    delayed = [-1] * len(shapes)
     follows = {}
     for i, p in taken.items():
         m, kind = slots[i]
         if kind == "up":
             upstream[m].append(p)
+        elif kind == "delayed":
+            delayed[m] = p
         else:
-            follows[p] = m
-    return [np.array(sorted(u), dtype=np.int64) for u in upstream], follows
+            follows[p] = (m, BASELINE if kind == "base" else LATE)
+    return [np.array(sorted(u), dtype=np.int64) for u in upstream], delayed, follows
 
 
-def _mm(a, b) -> np.ndarray:
+def mm(a, b) -> np.ndarray:
     """Matrix product with a fixed summation order (kernels.linalg): these values become
     world parameters, whose bits may not depend on BLAS paths or memory alignment."""
     from kernels.linalg import dot
@@ -178,37 +223,83 @@ def _mm(a, b) -> np.ndarray:
     return out[0] if a.ndim == 1 else (out[:, 0] if b.ndim == 1 else out)
 
 
-def _gauss_hermite(fn, n: int = 64) -> float:
+_mm = mm
+
+
+def gauss_hermite(fn, n: int = 64) -> float:
     x, w = np.polynomial.hermite_e.hermegauss(n)
     return float(np.sum(w * fn(x)) / np.sqrt(2 * np.pi))
 
 
+def sigma_matrix(F: int, cov_x: np.ndarray) -> np.ndarray:
+    """Covariance of Z = (F shared factors, X covariates)."""
+    sigma = np.zeros((F + 4, F + 4))
+    sigma[:F, :F] = np.eye(F)
+    sigma[F:, F:] = cov_x
+    return sigma
+
+
+def content(world, p) -> np.ndarray:
+    """Z content (factor loadings, covariate coefficients) of protein p's ordinary raw value."""
+    return np.concatenate([world.protein_loadings[p], world.protein_cov[p]])
+
+
+def var_of(q, sigma) -> float:
+    return float(mm(mm(q, sigma), q))
+
+
+def raw_variance(world, p, sigma) -> float:
+    """Variance of protein p's ordinary raw value (cis, trans, factors, covariates, residual 0.8)."""
+    from .world import PROTEIN_RESIDUAL
+
+    trans = 0.01 if world.protein_master[p] >= 0 else 0.0
+    return float(world.protein_h2[p] + trans + var_of(content(world, p), sigma) + PROTEIN_RESIDUAL ** 2)
+
+
+def follower_carry(resid_carry: float, residual: float, loading: float, rho: float, carried: float) -> float:
+    """Visit-to-visit correlation of a follower's own residual (SD ``residual``) that makes
+    its stability an ordinary protein's: carry r^2 + rho l^2 = c 0.8^2 + l^2 k, with c the
+    ordinary residual carry, rho the path's correlation between the visits and k its
+    factor and covariate share as it carries to visit 2 (the T2 decoy's and the A9
+    partner's own formula, ``pipeline.modalities.cohort.visit2_specials``)."""
+    from .world import PROTEIN_RESIDUAL
+
+    r2 = residual ** 2
+    if r2 <= 0:
+        return 0.0
+    target = resid_carry * PROTEIN_RESIDUAL ** 2 + loading ** 2 * carried
+    return float(np.clip((target - rho * loading ** 2) / r2, 0.0, 1.0))
+
+
 def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float, a9_loading: float,
-          resid_carry: float, factor_carry: float, direct_pool: tuple) -> PathwayModel:
+          resid_carry: float, factor_carry: float, direct_pool, cov_x: np.ndarray, absent_rate: float = 0.15,
+          late_ratio: tuple = (1.15, 1.45), base_fraction: tuple = (0.04, 0.10), residual_range: tuple = (0.55, 0.55),
+          loading_range: tuple = (0.50, 0.50), late_followers: tuple = (1, 1)) -> PathwayModel:
     """Deal the ordinary proteome into pathways and fit every follower's own loadings,
     covariate coefficients and residual to its path (module docstring).  Changes
-    ``world.protein_loadings`` and ``world.protein_cov`` of followers in place."""
+    ``world.protein_loadings`` and ``world.protein_cov`` of followers in place.
+    ``direct_pool(k)`` gives k variants for the pathways' own variants; ``absent_rate`` is the
+    share of pathways nobody follows."""
+    from .linkage import latent_model
     from .world import COREGULATED_SHARED, L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, PROTEIN_RESIDUAL
 
     P = world.n_proteins
     F = world.protein_loadings.shape[1]
     r = world.roles
     total_loadings = world.protein_loadings.copy()
-    _, cov_x = covariate_moments(world)
-    sigma = np.zeros((F + 4, F + 4))
-    sigma[:F, :F] = np.eye(F)
-    sigma[F:, F:] = cov_x
-    sd_age, sd_bmi = np.sqrt(cov_x[0, 0]), np.sqrt(cov_x[2, 2])
+    sigma = sigma_matrix(F, cov_x)
     trans_var = np.where(world.protein_master >= 0, 0.01, 0.0)
+    legacy_shapes = world.leaky("pathway_shapes")
 
-    def content(p):  # Z content of protein p's ordinary raw value
-        return np.concatenate([world.protein_loadings[p], world.protein_cov[p]])
-
-    def var_of(q):
-        return float(_mm(_mm(q, sigma), q))
+    pair_anchors = set(int(a) for a, _ in world.coregulated)
 
     def raw_var(p):
-        return float(world.protein_h2[p] + trans_var[p] + var_of(content(p)) + PROTEIN_RESIDUAL ** 2)
+        """Variance of what a pathway reads of feeder p: its raw value, or for the anchor of a
+        co-regulated pair its abundance without the assay's own noise (as L reads the T4 driver's)."""
+        v = float(world.protein_h2[p] + trans_var[p] + var_of(content(world, p), sigma) + PROTEIN_RESIDUAL ** 2)
+        if p in pair_anchors and not legacy_shapes:
+            v -= PROTEIN_RESIDUAL ** 2 * (1.0 - COREGULATED_SHARED)
+        return v
 
     # ---- who feeds and follows what
     in_l = set(int(d) for d in r.drivers) | {int(x) for x in (r.decoys.get("T2"), r.a9_partner) if x is not None}
@@ -217,59 +308,119 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     eligible = np.array([p for p in range(P) if p not in in_l and p not in copies], dtype=np.int64)
     t1 = r.decoys.get("T1")
     follows = np.full(P, -1, dtype=np.int64)
-    upstream, coef, extra, direct = [], [], [], []
+    kind_of = np.zeros(P, dtype=np.int8)
+    upstream, delayed_of = [], []
+    n_l = int("T2" in r.decoys) + int(r.a9_partner is not None)
+    if legacy_shapes:
+        lo, hi = followers_range(n_l)
+
+        def shape_of(u):
+            return 0, int(rng.integers(lo, hi + 1)), 0
+    else:
+        # L's own shape in this world (a baseline follower where T2 is planted, a delayed
+        # feeder and a late follower where A9 is), or no follower at all, as L has none in
+        # the worlds planting neither, at ``absent_rate``
+        base, late = int("T2" in r.decoys), int(r.a9_partner is not None)
+
+        def shape_of(u):
+            if rng.random() < absent_rate:
+                return 0, 0, 0
+            n_late = int(rng.integers(late_followers[0], late_followers[1] + 1)) if late else 0
+            return late, base, n_late
     if len(eligible) >= UPSTREAM[0]:
-        n_l = int("T2" in r.decoys) + int(r.a9_partner is not None)
-        upstream, follow_map = _deal(rng, eligible, anchors, set(), upstream_range(len(r.drivers), bool(r.delayed.any())),
-                                     followers_range(n_l))
-        for p, m in follow_map.items():
+        upstream, delayed_of, follow_map = _deal(rng, eligible, anchors, upstream_range(len(r.drivers), bool(r.delayed.any())),
+                                                 shape_of)
+        for p, (m, kind) in follow_map.items():
             follows[p] = m
-    # each pathway its own variant: unlinked ones first, then any on no protein's locus
-    first, second = (np.asarray(x, dtype=np.int64) for x in direct_pool)
-    choices = np.concatenate([rng.permutation(first), rng.permutation(np.setdiff1d(second, first))])
-    if len(choices) < len(upstream):
-        choices = np.concatenate([choices, rng.choice(second, size=len(upstream) - len(choices))])
-    direct_variant = [int(x) for x in choices[:len(upstream)]]
-    extra_var = world.latent_residual ** 2 + L_BMI ** 2 + L_DIRECT ** 2 + L_AGE ** 2 + L_SMOKING ** 2 * 0.1
+            kind_of[p] = kind
+    has_followers = [bool(np.any(follows == m)) for m in range(len(upstream))]
+    # each pathway with followers has its own variant (as L has G_direct)
+    chosen = list(direct_pool(int(sum(has_followers)))) if upstream else []
+    direct_variant = np.full(len(upstream), -1, dtype=np.int64)
+    it = iter(chosen)
+    for m, yes in enumerate(has_followers):
+        if yes:
+            direct_variant[m] = int(next(it))
+    other_var = L_BMI ** 2 + L_DIRECT ** 2 + L_AGE ** 2 + L_SMOKING ** 2 * 0.1  # L's covariate and G_direct terms
     residual_sd = np.full(P, PROTEIN_RESIDUAL)
+    follower_loading = np.zeros(P)
+    residual_m = []
     carry = np.full(P, resid_carry)
     share, carried, path_cov = {}, {}, {}
     loading = float(t2_loading)
+    coef, extra, direct, late_coef, late_k, rho_m, cov_change, weights_m, members = [], [], [], [], [], [], [], [], []
+    cov_coef = []
+    sd_age, sd_bmi = np.sqrt(cov_x[0, 0]), np.sqrt(cov_x[2, 2])
+    l_terms = np.zeros(F + 4)  # L's own covariate content (S1.2) per SD of age and BMI
+    l_terms[F + 0], l_terms[F + 2], l_terms[F + 3] = L_AGE / sd_age, L_BMI / sd_bmi, L_SMOKING
+    x_scale = np.ones(4)  # content is per unit of X already (age - 55, sex, BMI - 27, smoking)
 
     def fit_follower(p, a, l):
         """Own loadings and covariates = ordinary draw - l x path content; returns the
         share of the path's variance in factors and covariates."""
         world.protein_loadings[p] = world.protein_loadings[p] - l * a[:F]
         world.protein_cov[p] = world.protein_cov[p] - l * a[F:]
-        return var_of(a)
+        return var_of(a, sigma)
+
+    def carried_share(a):
+        return factor_carry * float(mm(a[:F], a[:F])) + float(mm(mm(a[F:], cov_x), a[F:]))
 
     for m, up in enumerate(upstream):
+        # each process its own unexplained variation and follower loading, around L's (0.55 or
+        # 0.70; the T2 decoy's 0.50), so that how strongly a pathway's members are tied marks none
+        res_m = rng.uniform(*residual_range) if not legacy_shapes else world.latent_residual
+        load_m = rng.uniform(*loading_range) if not legacy_shapes else loading
+        residual_m.append(res_m)
         v = rng.uniform(*weight_range, len(up)) * np.where(rng.random(len(up)) < 0.5, -1.0, 1.0)
-        sds = np.array([np.sqrt(raw_var(int(p))) for p in up])
-        qs = np.array([content(int(p)) / s for p, s in zip(up, sds)])  # standardised Z content
-        corr = _mm(_mm(qs, sigma), qs.T)
+        v_late = v.copy()
+        feeders = [int(p) for p in up]
+        if delayed_of[m] >= 0:
+            ratio, frac = rng.uniform(*late_ratio), rng.uniform(*base_fraction)
+            sign = -1.0 if rng.random() < 0.5 else 1.0
+            late = sign * ratio * (float(np.max(np.abs(v))) if len(v) else float(weight_range[1]))
+            v = np.append(v, frac * late)
+            v_late = np.append(v_late, late)
+            feeders.append(int(delayed_of[m]))
+        members.append(np.array(feeders, dtype=np.int64))
+        weights_m.append((v, v_late))
+        sds = np.array([np.sqrt(raw_var(p)) for p in feeders])
+        qs = np.array([content(world, p) / s for p, s in zip(feeders, sds)]).reshape(-1, F + 4)  # standardised Z content
+        corr = mm(mm(qs, sigma), qs.T)
         np.fill_diagonal(corr, 1.0)
-        var_k = float(_mm(_mm(v, corr), v)) + extra_var
+        rem = 1.0 - np.array([var_of(q, sigma) for q in qs])
+        if legacy_shapes:  # test-only: the pre-issue-29 process, its covariate share as noise
+            terms, indep = np.zeros(F + 4), res_m ** 2 + other_var
+        else:  # L's own covariate terms (0.15 z(BMI) + 0.10 smoking + 0.08 z(age)) and G_m, as S1.2
+            terms, indep = l_terms, res_m ** 2 + L_DIRECT ** 2
+        a_raw = mm(v, qs) + terms
+        var_k = var_of(a_raw, sigma) + float(np.sum(v ** 2 * rem)) + indep
         sd_k = np.sqrt(var_k)
         coef.append(v / sds / sd_k)
-        extra.append(np.sqrt(extra_var - L_DIRECT ** 2) / sd_k)
+        extra.append(np.sqrt(indep - L_DIRECT ** 2) / sd_k)
         direct.append(L_DIRECT / sd_k)
-
-        a = _mm(v, qs) / sd_k
-        ex = var_of(a)
-        share[f"K{m}"] = ex
-        # visit to visit: upstream genetics persist, their residuals carry resid_carry,
-        # factors 0.85 (VISIT2_FACTOR_CARRY), K's own term resid_carry
-        rest_var = np.array([1.0 - var_of(q) for q in qs])
-        stable = np.array([(world.protein_h2[int(p)] + trans_var[int(p)]) / s ** 2 for p, s in zip(up, sds)])
-        rest_cov = (float(np.sum(v ** 2 * (stable + resid_carry * (rest_var - stable)))) + L_DIRECT ** 2
-                    + (extra_var - L_DIRECT ** 2) * resid_carry)
+        cov_coef.append(terms[F:] * x_scale / sd_k)
+        a = a_raw / sd_k
+        share[f"K{m}"] = var_of(a, sigma)
+        # K_m_late = z[0.75 K_m + 0.35 sum v_late P] (L_late's equation), from baseline values
+        a_late = LATE_CARRY * a + LATE_DRIVERS * mm(v_late, qs)
+        d_late = LATE_CARRY * v / sd_k + LATE_DRIVERS * v_late
+        var_late = var_of(a_late, sigma) + float(np.sum(d_late ** 2 * rem)) + LATE_CARRY ** 2 * indep / var_k
+        sd_late = np.sqrt(var_late)
+        late_k.append(LATE_CARRY / sd_late)
+        late_coef.append(LATE_DRIVERS * v_late / sds / sd_late)
+        cov_pk = (mm(corr, v) + mm(mm(qs, sigma), terms)) / sd_k  # cov(P_j, K_m)
+        rho = float((LATE_CARRY + LATE_DRIVERS * mm(v_late, cov_pk)) / sd_late)
+        rho_m.append(rho)
+        a_late = a_late / sd_late
+        cov_change.append(np.stack([a[F:], a_late[F:]]))
         for p in np.flatnonzero(follows == m):
             p = int(p)
-            fit_follower(p, a, loading)
-            r2 = PROTEIN_RESIDUAL ** 2 - loading ** 2 * (1.0 - ex)
+            path = a if kind_of[p] == BASELINE else a_late
+            ex = fit_follower(p, path, load_m)
+            r2 = PROTEIN_RESIDUAL ** 2 - load_m ** 2 * (1.0 - ex)
             residual_sd[p] = np.sqrt(r2)
-            carry[p] = float(np.clip((resid_carry * PROTEIN_RESIDUAL ** 2 - loading ** 2 * rest_cov / var_k) / r2, 0.0, 1.0))
+            follower_loading[p] = load_m
+            carry[p] = follower_carry(resid_carry, residual_sd[p], load_m, rho, carried_share(path))
 
     # ---- what L and L_late carry (S1.2, S1.3), for the T2 decoy and the A9 partner
     special = {}
@@ -278,58 +429,29 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         # that once BMI is adjusted for (as every analysis does) it is an ordinary protein
         special["T1"] = float(residual_sd[int(t1)])
     if "T2" in r.decoys or r.a9_partner is not None:  # a null world's L still carries covariate terms
-        hard = world.hard
-        s = float(world.params["bias_params"]["hard"]["saturation"])
-        f = (lambda x: s * np.tanh(x / s)) if hard else (lambda x: x)
-        kappa = _gauss_hermite(lambda x: (1.0 / np.cosh(x / s)) ** 2) if hard else 1.0
-        v_f = _gauss_hermite(lambda x: f(x) ** 2) if hard else 1.0
-        qs, rem = [], []
-        for d in r.drivers:
-            d = int(d)
-            var = raw_var(d)
-            if world.t4_coregulated and d == r.t4_causal:
-                var -= PROTEIN_RESIDUAL ** 2 * (1.0 - COREGULATED_SHARED)  # L reads the abundance, not the assay
-            q = content(d) / np.sqrt(var)
-            qs.append(kappa * q)
-            rem.append(v_f - kappa ** 2 * var_of(q))
-        qs, rem = np.array(qs).reshape(-1, F + 4), np.array(rem)
-        l_terms = np.zeros(F + 4)  # L's own covariate terms (S1.2)
-        l_terms[F + 0] = L_AGE / sd_age
-        l_terms[F + 2] = L_BMI / sd_bmi
-        l_terms[F + 3] = L_SMOKING
-        w, wl = r.weights, r.weights_late
-        a_l = (_mm(w, qs) if len(w) else np.zeros(F + 4)) + l_terms
-        indep = L_DIRECT ** 2 + world.latent_residual ** 2
-        bp = world.params["bias_params"]
-        if world.has("T7"):
-            indep += bp["T7"]["direct"] ** 2
-        if hard:
-            indep += bp["hard"]["polygenic_sd"] ** 2
-        if r.interaction is not None:
-            indep += r.interaction[2] ** 2
-        var_l = var_of(a_l) + float(np.sum(w ** 2 * rem)) + indep
-        sd_l = np.sqrt(var_l)
-        a_l, d_l, i_l = a_l / sd_l, w / sd_l, indep / var_l  # standardised L
+        lm = latent_model(world, cov_x)
         paths = {}
         if "T2" in r.decoys:
-            paths["T2"] = (int(r.decoys["T2"]), a_l, t2_loading)
+            paths["T2"] = (int(r.decoys["T2"]), lm.a_l, t2_loading)
         if r.a9_partner is not None:
-            a_late = LATE_CARRY * a_l + LATE_DRIVERS * _mm(wl, qs)
-            d_late = LATE_CARRY * d_l + LATE_DRIVERS * wl
-            var_late = var_of(a_late) + float(np.sum(d_late ** 2 * rem)) + LATE_CARRY ** 2 * i_l
-            paths["A9_partner"] = (int(r.a9_partner), a_late / np.sqrt(var_late), a9_loading)
+            paths["A9_partner"] = (int(r.a9_partner), lm.a_late, a9_loading)
         for role, (p, a, l) in paths.items():
             ex = fit_follower(p, a, l)
             share[role] = ex
             path_cov[role] = a[F:].copy()
-            carried[role] = factor_carry * float(_mm(a[:F], a[:F])) + float(_mm(_mm(a[F:], cov_x), a[F:]))
+            carried[role] = carried_share(a)
             special[role] = float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - l ** 2 * (1.0 - ex), 0.0)))
     for role, p in (("T2", r.decoys.get("T2")), ("A9_partner", r.a9_partner)):
         if p is not None and role not in special:  # no drivers: L carries no protein
             l = t2_loading if role == "T2" else a9_loading
             special[role] = float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - l ** 2, 0.0)))
-    return PathwayModel(upstream=upstream, coef=coef, extra=np.array(extra, dtype=np.float64), follows=follows,
-                        direct_variant=np.array(direct_variant, dtype=np.int64), direct=np.array(direct, dtype=np.float64),
+    return PathwayModel(upstream=members, coef=coef, extra=np.array(extra, dtype=np.float64), follows=follows,
+                        direct_variant=direct_variant, direct=np.array(direct, dtype=np.float64),
                         loading=loading, residual_sd=residual_sd, visit2_carry=carry, special_residual=special,
-                        path_share=share, path_carried=carried,
-                        path_covariates=path_cov, total_loadings=total_loadings)
+                        path_share=share, path_carried=carried, path_covariates=path_cov, total_loadings=total_loadings,
+                        follower_kind=kind_of, delayed=list(delayed_of), late_coef=late_coef,
+                        late_k=np.array(late_k, dtype=np.float64), rho=np.array(rho_m, dtype=np.float64),
+                        cov_change=np.array(cov_change, dtype=np.float64).reshape(-1, 2, 4), weights=weights_m,
+                        visit2_recomputed=world.leaky("visit2_recomputed"), follower_loading=follower_loading,
+                        residual=np.array(residual_m, dtype=np.float64),
+                        cov_coef=np.array(cov_coef, dtype=np.float64).reshape(-1, 4))

@@ -97,6 +97,8 @@ ROLES = register("world/roles", "which proteins are drivers, decoys, pairs and t
 ROLES_SALTED = register("world/roles/{salt}", "the roles re-dealt under ``world.roles_salt`` (same world otherwise; "
                         "the audit's role-shuffle comparison)", "world")
 INSTRUMENTS = register("world/instruments", "each protein's cis variant and the trans and direct variants", "world")
+TRANS = register("world/trans", "which proteins have a trans effect, whether its variant is private or a shared "
+                 "master-regulator hub, and which hub", "world")
 INSTRUMENT_STRENGTH = register("world/instrument_strength", "each protein's cis heritability (the h2 mixture)",
                                "world")
 MOLECULES = register("world/molecules", "factor loadings, co-regulated pairs, transcript concordance, metabolite "
@@ -127,6 +129,8 @@ COREGULATED_RESIDUAL_VISIT2 = register("coregulated_residual_visit2", "co-regula
 LATENT_RESIDUAL = register("latent_residual", "the residual of the latent severity L")
 PATHWAY_RESIDUAL = register("pathway_residual", "each pathway's own variation at baseline")
 PATHWAY_RESIDUAL_VISIT2 = register("pathway_residual_visit2", "each pathway's renewed variation at visit 2")
+PATHWAY_AHEAD = register("pathway_ahead", "each late pathway's fresh variation five years after visit 2 (what a late "
+                         "follower reads then, as the A9 partner reads L_late carried on)")
 SPECIAL = register("special/{role}", "a bias equation's own residual (one stream per role protein)")
 SPECIAL_VISIT2 = register("special_visit2/{role}", "a bias equation's residual renewal at visit 2")
 EVAL_MASK = register("eval_mask", "the scorer's evaluation mask (sealed/eval_mask.npy)")

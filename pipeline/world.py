@@ -14,8 +14,8 @@ from typing import Optional
 
 import numpy as np
 
-from . import ld, pathways, seeds
-from .loci import _linked_to, _loci, _loci_leaky
+from . import ld, linkage, pathways, seeds
+from .loci import _linked_to, _loci_leaky, pairs_and_linked, place, weak_ld_leak
 from .config import BLOCK_SIZE, ConfigError, Resolved
 
 # GRCh38 autosome lengths: the variant map spreads over a human-sized genome so that
@@ -214,7 +214,10 @@ class World:
 # ------------------------------------------------------------------------- sampling
 
 
-def _genome(rng, n_variants, af_beta=(AF_A, AF_B), ld_decay_bp=LD_DECAY_BP):
+def _genome(rng, n_variants, af_beta=(AF_A, AF_B), ld_decay_bp=LD_DECAY_BP, far_gap_min_bp=0.0):
+    """Variant positions (a mixture of short gaps within clusters of linked variants and
+    far gaps between them, at least ``far_gap_min_bp`` where the chromosome has room),
+    allele frequencies, the latent chain's correlations and thresholds."""
     share = CHROM_LENGTHS / CHROM_LENGTHS.sum()
     counts = np.maximum(1, np.floor(share * n_variants).astype(int))
     # hand out the remainder to the largest fractional parts (deterministic order)
@@ -225,7 +228,10 @@ def _genome(rng, n_variants, af_beta=(AF_A, AF_B), ld_decay_bp=LD_DECAY_BP):
     for c, (k, length) in enumerate(zip(counts, CHROM_LENGTHS)):
         mean_far = max((0.9 * length / k - CLUSTER_FRACTION * CLUSTER_GAP_BP) / (1 - CLUSTER_FRACTION), 2 * CLUSTER_GAP_BP)
         clustered = rng.random(k) < CLUSTER_FRACTION
-        gaps = np.where(clustered, rng.exponential(CLUSTER_GAP_BP, k), rng.exponential(mean_far, k))
+        # far gaps: a shifted exponential with the same mean, so clusters are at least
+        # far_gap_min apart (the linkage bound then fits a locus per cluster; issue 29)
+        shift = min(float(far_gap_min_bp), 0.9 * mean_far)
+        gaps = np.where(clustered, rng.exponential(CLUSTER_GAP_BP, k), shift + rng.exponential(mean_far - shift, k))
         gaps = np.maximum(gaps, 1.0)
         start = rng.uniform(0.01, 0.03) * length
         pos = start + np.cumsum(gaps) - gaps[0]
@@ -277,7 +283,8 @@ def sample_world(resolved: Resolved) -> World:
     biases = tuple(b for b in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "A9") if b in w.biases)
     P, V, M = int(s.proteins), int(s.variants), int(s.metabolites)
 
-    contig, position, variant_id, ref, alt, af, rho, threshold = _genome(seeds.stream(seed, "world/genome"), V, tuple(w.af_beta), 1000.0 * float(w.ld_decay_kb))
+    contig, position, variant_id, ref, alt, af, rho, threshold = _genome(seeds.stream(seed, "world/genome"), V, tuple(w.af_beta),
+                                                                         1000.0 * float(w.ld_decay_kb), 1000.0 * float(w.far_gap_min_kb))
 
     # ---- roles on random identifiers -------------------------------------------------
     # roles_salt re-deals the roles over identifiers while every other draw stays the
@@ -329,64 +336,54 @@ def sample_world(resolved: Resolved) -> World:
         interaction = (int(drivers[strongest[0]]), int(drivers[strongest[1]]), coef)
     roles = Roles(drivers, weights, weights_late, delayed, decoys, t4_partner, t4_causal, a9_partner, a9_causal, surrogate, interaction)
 
-    # ---- instruments ----------------------------------------------------------------
+    # ---- instrument strengths, trans effects, molecular structure (all loci-free) -----
     leaks = frozenset(str(x) for x in w.test_leaks)
     irng = seeds.stream(seed, "world/instruments")
     n_master = max(2, int(round(V / 800)))
-    poly_n = min(int(w.bias_params.hard.polygenic_variants), max(1, V // 4))
+    poly_n = min(int(w.bias_params.hard.polygenic_variants), max(1, V // 4)) if w.hard else 0
     t4_shared = t4_partner is not None and bool(w.bias_params.T4.shared)
-    if "cis_sharing" in leaks:
-        master_variants, protein_cis, direct_variant, polygenic_variants, coregulated, placement = _loci_leaky(
-            irng, V, P, n_master, poly_n, drivers, position, contig, t4_causal, t4_partner if t4_shared else None)
-    else:
-        master_variants, protein_cis, direct_variant, polygenic_variants, coregulated, placement = _loci(
-            irng, V, P, n_master, poly_n, role_of, drivers, contig, position, af, 1000.0 * float(w.ld_decay_kb),
-            t4_causal, t4_partner if t4_shared else None, decoys.get("T7"))
-    # co-regulated pairs: the second member measures the anchor's abundance (T4 included
-    # unless the test-only build restores the separable pair)
-    if t4_shared and "t4_separable" not in leaks:
-        coregulated = np.vstack([coregulated, [[t4_causal, t4_partner]]]).astype(np.int64)
     protein_h2 = _instrument_strengths(seeds.stream(seed, "world/instrument_strength"), w, P, a9_causal, leaks)
-    has_trans = irng.random(P) < w.trans_fraction
-    protein_master = np.where(has_trans, irng.choice(master_variants, size=P), -1).astype(np.int64)
-    for a, m in coregulated:
-        protein_h2[m] = protein_h2[a]
-        protein_master[m] = protein_master[a]
-    polygenic_effects = irng.standard_normal(len(polygenic_variants))
-    l_moving = [int(protein_cis[d]) for d in drivers] + [direct_variant]
-    if "T7" in decoys:
-        l_moving.append(int(protein_cis[decoys["T7"]]))
-
-    # ---- molecular structure --------------------------------------------------------
+    # trans effects (S1.1: about 20 % of proteins): from a shared master-regulator hub, or from
+    # a private trans variant of the protein's own; a driver's is always private, so that no
+    # other protein's instrument is a variant that moves L through it (issue 29), and private
+    # ones are common among ordinary proteins too (``world.trans_private_fraction``)
+    trng = seeds.stream(seed, "world/trans")
+    has_trans = trng.random(P) < w.trans_fraction
+    private = trng.random(P) < w.trans_private_fraction
+    hub_of = trng.integers(0, n_master, P)
+    trans_leak = "trans_hubs" in leaks
+    if trans_leak:  # test-only: the pre-issue-29 hubs, drivers on them as anyone else
+        private[:] = False
+    else:
+        private[drivers] = True
     mrng = seeds.stream(seed, "world/molecules")
     F = int(w.n_factors)
     protein_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
     # heterogeneous covariate terms around the supplement's (pathways.py), own stream
     protein_cov = pathways.COVARIATE_MEAN + pathways.COVARIATE_SD * seeds.stream(seed, "world/protein_covariates").standard_normal((P, 4))
-    for a, m in coregulated:
+    polygenic_effects = irng.standard_normal(poly_n) if poly_n else np.empty(0)
+    if "cis_sharing" in leaks:
+        coregulated, linked = np.empty((0, 2), np.int64), set()
+    else:
+        coregulated, linked = pairs_and_linked(irng, P, role_of)
+    pairs = coregulated
+    if t4_shared and "t4_separable" not in leaks:
+        coregulated = np.vstack([coregulated, [[t4_causal, t4_partner]]]).astype(np.int64)
+    members = set(int(m) for _, m in coregulated)
+    if trans_leak and len(drivers):
+        # test-only, and certain: the strongest non-delayed driver on hub 0, with three ordinary
+        # proteins whose cis instrument is weaker than the hub's trans effect
+        k = int(np.argmax(np.where(delayed, -1.0, np.abs(weights))))
+        has_trans[drivers[k]], hub_of[drivers[k]] = True, 0
+        roles_set = set(role_of.values()) | members | set(int(a) for a, _ in coregulated) | linked
+        weak = [p for p in range(P) if p not in roles_set][:3]
+        for p in weak:
+            has_trans[p], hub_of[p], protein_h2[p] = True, 0, 0.002
+    for a, m in coregulated:  # two assays of one abundance
+        has_trans[m], private[m], hub_of[m] = has_trans[a], private[a], hub_of[a]
+        protein_h2[m] = protein_h2[a]
         protein_loadings[m] = protein_loadings[a]
         protein_cov[m] = protein_cov[a]
-    c_lo, c_hi = w.concordance
-    transcript_concordance = mrng.uniform(c_lo, c_hi, P)
-    transcript_cis = np.sqrt(mrng.uniform(*w.cis_h2, P))
-    transcript_master = np.where(mrng.random(P) < w.trans_fraction, mrng.choice(master_variants, size=P), -1).astype(np.int64)
-    transcript_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
-    transcript_cov = np.column_stack([
-        mrng.normal(0.01, 0.005, P), mrng.normal(0.08, 0.04, P), mrng.normal(0.015, 0.01, P)
-    ])
-    # metabolites' instruments stay off the loci that move L (no unplanned instrument)
-    if "cis_sharing" in leaks:
-        metabolite_pool = np.setdiff1d(np.arange(V), master_variants)
-    else:
-        metabolite_pool = np.setdiff1d(np.arange(V), _linked_to(l_moving, contig, position, af, 1000.0 * float(w.ld_decay_kb)))
-    metabolite_cis = mrng.choice(metabolite_pool, size=M, replace=True)
-    metabolite_h2 = mrng.uniform(0.01, 0.10, M)
-    for a, m in coregulated:
-        # two assays of one abundance: their transcripts are alike in distribution too
-        for arr in (transcript_concordance, transcript_cis, transcript_master, transcript_loadings, transcript_cov):
-            arr[m] = arr[a]
-    metabolite_loadings = mrng.normal(0.0, 0.25, (M, F))
-    metabolite_cov = np.column_stack([mrng.normal(0.01, 0.01, M), mrng.normal(0.1, 0.1, M), mrng.normal(0.03, 0.02, M)])
 
     # ---- centres and ancestry --------------------------------------------------------
     crng = seeds.stream(seed, "world/centres")
@@ -428,31 +425,111 @@ def sample_world(resolved: Resolved) -> World:
     # oracle then refused a key shorter than a seed, e.g. hard-03's)
     oracle_key = "0x" + format(int.from_bytes(seeds.seed_sequence(seed, "oracle_key").generate_state(4, dtype=np.uint32).tobytes(), "little"), "032x")
 
+    none = np.full(P, -1, dtype=np.int64)
     world = World(
         id=str(w.id), seed=seed, archetype=str(w.archetype), hard=bool(w.hard), messy=bool(w.messy), biases=biases,
         n=int(s.participants), n_imaged=int(s.imaged), n_proteins=P, n_variants=V, n_metabolites=M, params=params,
         contig=contig, position=position, variant_id=variant_id, ref=ref, alt=alt, af=af, rho=rho, threshold=threshold,
-        protein_cis=protein_cis, protein_h2=protein_h2, protein_master=protein_master, protein_loadings=protein_loadings,
-        transcript_concordance=transcript_concordance, transcript_cis=transcript_cis, transcript_master=transcript_master,
-        transcript_loadings=transcript_loadings, transcript_cov=transcript_cov, protein_cov=protein_cov,
-        metabolite_cis=metabolite_cis, metabolite_h2=metabolite_h2, metabolite_loadings=metabolite_loadings, metabolite_cov=metabolite_cov,
-        master_variants=master_variants, direct_variant=direct_variant,
-        polygenic_variants=polygenic_variants, polygenic_effects=polygenic_effects, roles=roles,
+        protein_cis=none.copy(), protein_h2=protein_h2, protein_master=np.where(has_trans, 0, -1).astype(np.int64),
+        protein_loadings=protein_loadings, transcript_concordance=None, transcript_cis=None, transcript_master=None,
+        transcript_loadings=None, transcript_cov=None, protein_cov=protein_cov,
+        metabolite_cis=None, metabolite_h2=None, metabolite_loadings=None, metabolite_cov=None,
+        master_variants=np.empty(0, np.int64), direct_variant=-1,
+        polygenic_variants=np.empty(0, np.int64), polygenic_effects=polygenic_effects, roles=roles,
         centre_p=centre_p, centre_age_shift=centre_age_shift, centre_bmi_shift=centre_bmi_shift,
         centre_smoking_logodds=centre_smoking_logodds, centre_ancestry_p=centre_ancestry_p,
         centre_selection=centre_selection, ancestry_selection=ancestry_selection, t9_centre=t9_centre,
         site_fields=site_fields, oracle_key=oracle_key, leaks=leaks, coregulated=np.asarray(coregulated, np.int64).reshape(-1, 2),
-        cis_placement=placement,
     )
-    bp = w.bias_params
-    # a pathway's own variant sits where no protein's cis locus or instrument that moves L reaches
-    decay = 1000.0 * float(w.ld_decay_kb)
-    taken = _linked_to(list(l_moving) + [int(v) for v in protein_cis] + [int(v) for v in master_variants], contig, position, af, decay)
-    # (first choice), or else at least on no protein's cis variant
-    direct_pool = (np.setdiff1d(np.arange(V), taken),
-                   np.setdiff1d(np.arange(V), np.union1d(_linked_to(l_moving, contig, position, af, decay), protein_cis)))
-    world.pathways = pathways.build(world, seeds.stream(seed, "world/pathways"), tuple(w.driver_weight),
-                                    float(bp.T1.bmi_loading), float(bp.T2.latent_loading), float(bp.A9.partner_latent),
-                                    VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, direct_pool)
-    return world
 
+    # ---- the linkage bound: how far apart instrument loci must be at this n (pipeline.linkage)
+    _, cov_x = pathways.covariate_moments(world)
+    effects = linkage.mover_effects(world, linkage.latent_model(world, cov_x), polygenic_effects)
+    beta = linkage.beta_max(effects)
+    weak_ld = "weak_ld" in leaks
+    r_max = float(np.sqrt(ld.LINK_R2)) if weak_ld else min(float(np.sqrt(ld.LINK_R2)), linkage.r_bound(beta, world.n))
+
+    # ---- loci --------------------------------------------------------------------------
+    decay = 1000.0 * float(w.ld_decay_kb)
+    trans_units = [int(p) for p in range(P) if has_trans[p] and private[p] and p not in members]
+    if "cis_sharing" in leaks:
+        master_variants, protein_cis, direct_variant, polygenic_variants, _, placement = _loci_leaky(
+            irng, V, P, n_master, poly_n, drivers, position, contig, t4_causal, t4_partner if t4_shared else None)
+        trans_variant, trans_units = {}, []
+        near_mover = np.zeros(V, dtype=bool)
+        near_mover[_linked_to([int(protein_cis[d]) for d in drivers] + [direct_variant], contig, position, af, decay)] = True
+        pool = np.setdiff1d(np.arange(V), np.union1d(_linked_to(list(master_variants), contig, position, af, decay), protein_cis))
+
+        def pathway_pool(k):
+            return irng.choice(pool if len(pool) else np.arange(V), size=k)
+    else:
+        leak_protein = None
+        if weak_ld and len(drivers):
+            strongest = max((e for e in effects if e["kind"] == "driver_cis"), key=lambda e: e["beta_l"])["protein"]
+            taken = set(role_of.values()) | members | set(int(a) for a, _ in coregulated) | linked
+            leak_protein = (next(p for p in reversed(range(P)) if p not in taken), int(strongest))
+        pl = place(irng, V, P, role_of, drivers, contig, position, af, decay, t4_causal, t4_partner if t4_shared else None,
+                   decoys.get("T7"), pairs, linked, n_master, trans_units, [int(d) for d in drivers],
+                   np.array([max(e["beta_l"], e["beta_late"]) for e in effects if e["kind"] == "polygenic"]), r_max, world.n)
+        master_variants, protein_cis, direct_variant, polygenic_variants = pl.masters, pl.protein_cis, pl.direct, pl.polygenic
+        if leak_protein is not None:  # test-only: an ordinary protein in weak LD with the strongest driver
+            taken = set(int(v) for v in protein_cis) | set(int(v) for v in master_variants) | {int(direct_variant)}
+            taken |= set(int(v) for v in polygenic_variants) | set(pl.trans_variant.values())
+            weak_ld_leak(leak_protein[0], leak_protein[1], protein_cis, contig, position, af, rho, decay, taken)
+        trans_variant, near_mover, placement, pathway_pool = pl.trans_variant, pl.near_mover, pl.stats, pl.pathway_pool
+    protein_master = np.full(P, -1, dtype=np.int64)
+    for p in range(P):
+        if has_trans[p]:
+            protein_master[p] = trans_variant.get(p, int(master_variants[hub_of[p]]))
+    for a, m in coregulated:
+        protein_master[m] = protein_master[a]
+    for e in effects:  # each moving variant and its effect, for the sealed record and the checks
+        p = e.get("protein")
+        e["variant"] = {"driver_cis": lambda: int(protein_cis[p]), "driver_trans": lambda: int(protein_master[p]),
+                        "T7_cis": lambda: int(protein_cis[p]), "direct": lambda: int(direct_variant),
+                        "polygenic": lambda: int(polygenic_variants[e["index"]]) if e.get("index", 0) < len(polygenic_variants) else -1
+                        }[e["kind"]]()
+    effects = [e for e in effects if e["variant"] >= 0]
+    placement["linkage"] = {"n": int(world.n), "beta_max": round(float(beta), 6), "z_pair": linkage.Z_PAIR,
+                            "r_max": round(float(r_max), 6), "weak_ld_leak": weak_ld}
+    world.protein_cis, world.protein_master = protein_cis, protein_master
+    world.master_variants, world.direct_variant, world.polygenic_variants = master_variants, int(direct_variant), polygenic_variants
+    world.cis_placement = placement
+    world.extras["movers"] = effects
+    l_moving = [int(protein_cis[d]) for d in drivers] + [int(direct_variant)]
+    if "T7" in decoys:
+        l_moving.append(int(protein_cis[decoys["T7"]]))
+
+    # ---- the rest of the molecular structure (world/molecules, after the loadings) ------
+    c_lo, c_hi = w.concordance
+    transcript_concordance = mrng.uniform(c_lo, c_hi, P)
+    transcript_cis = np.sqrt(mrng.uniform(*w.cis_h2, P))
+    transcript_master = np.where(mrng.random(P) < w.trans_fraction, mrng.choice(master_variants, size=P), -1).astype(np.int64)
+    transcript_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
+    transcript_cov = np.column_stack([
+        mrng.normal(0.01, 0.005, P), mrng.normal(0.08, 0.04, P), mrng.normal(0.015, 0.01, P)
+    ])
+    # metabolites' instruments stay off the reach of the variants that move L (no unplanned instrument)
+    metabolite_pool = np.flatnonzero(~near_mover)
+    metabolite_cis = mrng.choice(metabolite_pool, size=M, replace=True)
+    metabolite_h2 = mrng.uniform(0.01, 0.10, M)
+    for a, m in coregulated:
+        # two assays of one abundance: their transcripts are alike in distribution too
+        for arr in (transcript_concordance, transcript_cis, transcript_master, transcript_loadings, transcript_cov):
+            arr[m] = arr[a]
+    metabolite_loadings = mrng.normal(0.0, 0.25, (M, F))
+    metabolite_cov = np.column_stack([mrng.normal(0.01, 0.01, M), mrng.normal(0.1, 0.1, M), mrng.normal(0.03, 0.02, M)])
+    world.transcript_concordance, world.transcript_cis, world.transcript_master = transcript_concordance, transcript_cis, transcript_master
+    world.transcript_loadings, world.transcript_cov = transcript_loadings, transcript_cov
+    world.metabolite_cis, world.metabolite_h2, world.metabolite_loadings, world.metabolite_cov = (
+        metabolite_cis, metabolite_h2, metabolite_loadings, metabolite_cov)
+
+    bp = w.bias_params
+    world.pathways = pathways.build(world, seeds.stream(seed, "world/pathways"), tuple(w.pathway_weight),
+                                    float(bp.T1.bmi_loading), float(bp.T2.latent_loading), float(bp.A9.partner_latent),
+                                    VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, pathway_pool, cov_x,
+                                    absent_rate=float(w.pathway_absent_rate), residual_range=tuple(w.pathway_residual),
+                                    loading_range=tuple(w.pathway_loading),
+                                    late_followers=tuple(int(x) for x in w.pathway_late_followers),
+                                    late_ratio=tuple(bp.A9.late_ratio), base_fraction=tuple(bp.A9.base_fraction))
+    return world

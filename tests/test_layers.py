@@ -51,7 +51,7 @@ STAGES = (
               "pipeline.screening.streams", "pipeline.screening.bundle", "pipeline.ledger", "pipeline.commandline")),
     ("config", ("pipeline.config_schema", "pipeline.config_rules", "pipeline.config", "pipeline.preflight",
                 "pipeline.screening.config")),
-    ("world", ("pipeline.world", "pipeline.pathways", "pipeline.loci", "pipeline.imaging.site_fields",
+    ("world", ("pipeline.world", "pipeline.pathways", "pipeline.loci", "pipeline.linkage", "pipeline.imaging.site_fields",
                "pipeline.screening.fragments", "pipeline.screening.catalogue", "pipeline.screening.synthons",
                "pipeline.screening.library", "pipeline.screening.pocket")),
     ("blocks", ("pipeline.blocks",)),

@@ -118,6 +118,30 @@ def test_exempt_planted_signals_never_fail_and_are_listed():
     assert any("T9" in e["kinds"] for e in report["exemptions"])
 
 
+def test_conditional_exemption_drops_only_the_worlds_that_plant_it():
+    """The imaging-flag association of L's members is exempt in T3 worlds (selection on
+    0.55 L) and tested in the others: a driver shift confined to T3 worlds passes, the same
+    shift in worlds without T3 is found (issue 29)."""
+    def results(shift_in_t3: bool):
+        out = _synthetic_results(np.random.default_rng(21), worlds=20, stats=1)
+        for i, res in enumerate(out):
+            t3 = i % 2 == 0
+            res["biases"] = ["T3"] if t3 else []
+            res["table"]["imaging.flag_z"] = np.random.default_rng(i).standard_normal(len(res["table"]))
+            if t3 == shift_in_t3:
+                drivers = [p for p, k in res["kinds"].items() if k == "driver"]
+                res["table"].loc[drivers, "imaging.flag_z"] += 6.0
+        return out
+
+    exempt = tells_scan.scan(results(True))
+    cell = _cell(exempt, "imaging.flag_z", "driver")
+    assert cell["verdict"] == "ok" and cell["exempt_observations"] == 20 and cell["k"] == 20
+    assert exempt["passed"]
+    found = tells_scan.scan(results(False))
+    assert _cell(found, "imaging.flag_z", "driver")["verdict"] == "FINDING" and not found["passed"]
+    assert any(e["only_in_worlds_with"] == ["T3"] for e in found["exemptions"])
+
+
 def test_percentiles_are_mid_ranks_among_ordinary_proteins():
     values = pd.Series([1.0, 2.0, 2.0, 3.0, 10.0], index=list("abcde"))
     u = tells_scan.percentiles(values, ["a", "b", "c", "d"], ["e", "b"])
@@ -156,7 +180,7 @@ def test_agent_reaches_no_exempt_statistic():
 
 def test_agent_claims_from_planted_outliers_and_nothing_from_ordinary_proteins():
     rng = np.random.default_rng(11)
-    cols = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2", "instrument.conditional_r2",
+    cols = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2_rest", "instrument.conditional_r2",
             "instrument.lead_r2"]
     # ordinary proteins: within 2 SD on every statistic, so none can pass the decoy thresholds (sum below -5)
     table = pd.DataFrame(np.clip(rng.standard_normal((300, 6)), -2.0, 2.0), index=[f"PROT_{i:04d}" for i in range(300)],
@@ -225,6 +249,15 @@ def test_scan_finds_nothing_on_clean_worlds(tmp_path_factory, local_cluster):
     root = _build_set(tmp_path_factory.mktemp("tells_clean"), ["world.test_leaks=[]"], local_cluster)
     report = tells_scan.run(str(root), jobs=2)
     assert report["passed"], report["findings"]
+    # issue 29's families are scanned: the partial-correlation graph, visit-change coherence,
+    # the imaging flag, principal-component membership, trans hubs, locus isolation
+    scanned = {r["statistic"] for r in report["cells"]}
+    for stat in ("partial.max_abs", "partial.degree", "partial.mutual", "visit2.change_partner_r", "visit2.change_bmi_r",
+                 "imaging.flag_z", "pcs.main_size", "instrument.trans_hub_size", "instrument.trans_private_r2",
+                 "instrument.leads_within_1mb", "instrument.nearest_lead_kb"):
+        assert stat in scanned, stat
+    locus = [c for c in report["sealed_checks"] if c["name"] == "instruments_moving_l"]
+    assert len(locus) == 5 and all(c["passed"] and c["max_expected_z"] < 1.0 for c in locus)
 
 
 def test_tells_agent_exploits_a_leaky_build(leaky_set):

@@ -64,7 +64,7 @@ def usable_columns(table, exempt_patterns):
 
 def tells_claims(table, usable, each_z=-1.2, sum_z=-5.0, t1_z=-3.5, max_candidates=4):
     """Claims from role-blind statistics only (see the module docstring of pipeline.agents.tells)."""
-    needed = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2", "instrument.conditional_r2",
+    needed = ["transcript.r", "communality.pc12", "covariates.age", "communality.mean_r2_rest", "instrument.conditional_r2",
               "instrument.lead_r2"]
     claims = {"nominated": [], "directions": {}, "outcome_alignment": {}, "rejected": [], "abstentions": [],
               "confidence": 0.0}
@@ -76,7 +76,7 @@ def tells_claims(table, usable, each_z=-1.2, sum_z=-5.0, t1_z=-3.5, max_candidat
     candidates = list(score.loc[candidates.index].sort_values().index[:max_candidates])
     if not candidates:
         return claims
-    isolation = (z.loc[candidates, "covariates.age"] + z.loc[candidates, "communality.mean_r2"]
+    isolation = (z.loc[candidates, "covariates.age"] + z.loc[candidates, "communality.mean_r2_rest"]
                  + z.loc[candidates, "instrument.conditional_r2"].clip(lower=0))
     confounded = [isolation.idxmin()] if isolation.min() < t1_z else []
     others = [c for c in candidates if c not in confounded]

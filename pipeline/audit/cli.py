@@ -2,6 +2,7 @@
 
     python -m pipeline.audit <world_dir> [against=<other_world_dir>] [--json]
     python -m pipeline.audit --tells <dir holding built worlds> [json_out=FILE] [alpha=0.01] [jobs=1] [worlds=a,b] [cache=DIR]
+    python -m pipeline.audit --instruments <world_dir>... [alpha=0.05] [json_out=FILE]   (pipeline.audit.instruments)
 
 Every option also as ``key=value`` or ``--key value``.
 """
@@ -23,6 +24,9 @@ COMMAND = Command("pipeline.audit", DESCRIPTION, [
     Option("against", "the same world built with another world.roles_salt (role-shuffle invariance)"),
     Option("json", "print the report as JSON instead of a table", kind=bool, default=False),
     Option("tells", "the cross-world tell scan over the worlds in world_dir (pipeline.tells)", kind=bool, default=False),
+    Option("instruments", "the instrument check of one or more worlds (or folders of them): each protein's lead "
+           "instrument against the sealed L and L_late (pipeline.audit.instruments; options alpha=0.05, json_out=FILE)",
+           kind=bool, default=False),
     Option("json_out", "--tells: write the full report as JSON here (default <dir>/tells.json)"),
     Option("alpha", "--tells: family-wise false-positive rate of the scan", kind=float, default=0.01),
     Option("jobs", "--tells: worlds analysed in parallel", kind=int, default=1),
@@ -30,9 +34,16 @@ COMMAND = Command("pipeline.audit", DESCRIPTION, [
     Option("cache", "--tells: keep per-world analyses here and reuse them while worlds and code are unchanged"),
 ])
 TELLS_ONLY = ("json_out", "worlds", "cache")
+INSTRUMENTS_FLAGS = ("--instruments", "instruments=true", "instruments=1")
 
 
 def main(argv: list | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a in INSTRUMENTS_FLAGS for a in argv):  # several worlds: the instrument check parses its own options
+        from .instruments import main as instruments_main
+
+        return instruments_main([a for a in argv if a not in INSTRUMENTS_FLAGS])
+
     def run(args: dict) -> int:
         if args["tells"]:
             from ..tells.scan import scan_main

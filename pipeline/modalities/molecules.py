@@ -76,24 +76,51 @@ def covariate_terms(world, pop, age_shift=0.0, bmi=None, proteins=None) -> np.nd
     return dot(covariate_matrix(pop), coef.T)
 
 
-def add_pathways(world, raw: np.ndarray, bio: np.ndarray, extra: np.ndarray, dosage: np.ndarray) -> None:
-    """Followers of the ordinary pathways (pipeline.pathways) take loading x K_m, with
-    K_m = sum_j coef_j raw_j + direct_m G_m + extra_m eps_m from its upstream proteins'
-    raw values (never followers themselves); ``bio`` and ``raw`` are updated in place."""
+def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray, pop: dict,
+                   assay_noise: dict | None = None) -> tuple:
+    """K_m and K_m_late ([n, M]; zero for a pathway nobody follows) from the feeders' raw
+    values: K_m = sum_j coef_j raw_j + L's covariate terms + direct_m G_m + extra_m eps_m
+    (unit variance) and K_m_late = late_k K_m + sum_j late_coef_j raw_j (pipeline.pathways).
+    A co-regulated anchor feeds with its abundance, its raw value less ``assay_noise[p]``
+    (its assay's own noise), as L reads the T4 driver's abundance."""
+    pw = world.pathways
+    if assay_noise:
+        raw = raw.copy()
+        for p, noise in assay_noise.items():
+            raw[:, p] = raw[:, p] - noise
+    n, M = raw.shape[0], len(pw.upstream)
+    k, late = np.zeros((n, M)), np.zeros((n, M))
+    if not M:
+        return k, late
+    g = standardised_genotypes(world, dosage, np.maximum(pw.direct_variant, 0))
+    x = covariate_matrix(pop)
+    terms = dot(x, pw.cov_coef.T) if pw.cov_coef is not None and len(pw.cov_coef) else np.zeros((n, M))
+    for m, (up, coef) in enumerate(zip(pw.upstream, pw.coef)):
+        if pw.direct_variant[m] < 0:
+            continue
+        km = pw.extra[m] * extra[:, m] + pw.direct[m] * g[:, m] + terms[:, m]
+        for p, c in zip(up, coef):  # fixed order: the same bits in every process
+            km = km + c * raw[:, p]
+        kl = pw.late_k[m] * km
+        for p, c in zip(up, pw.late_coef[m]):
+            kl = kl + c * raw[:, p]
+        k[:, m], late[:, m] = km, kl
+    return k, late
+
+
+def add_pathways(world, raw: np.ndarray, bio: np.ndarray, k: np.ndarray, late: np.ndarray) -> None:
+    """Followers of the ordinary pathways (pipeline.pathways) take loading x K_m (baseline
+    followers) or loading x K_m_late (late followers); ``bio`` and ``raw`` are updated in place."""
+    from ..pathways import BASELINE
+
     pw = world.pathways
     if pw is None or not len(pw.upstream):
         return
-    g = standardised_genotypes(world, dosage, pw.direct_variant)
-    for m, (up, coef) in enumerate(zip(pw.upstream, pw.coef)):
-        followers = np.flatnonzero(pw.follows == m)
-        if not len(followers):
-            continue
-        k = pw.extra[m] * extra[:, m] + pw.direct[m] * g[:, m]
-        for p, c in zip(up, coef):  # fixed order: the same bits in every process
-            k = k + c * raw[:, p]
-        for f in followers:
-            bio[:, f] += pw.loading * k
-            raw[:, f] += pw.loading * k
+    for f in np.flatnonzero(pw.follows >= 0):  # fixed order
+        m = int(pw.follows[f])
+        path = k[:, m] if pw.follower_kind[f] == BASELINE else late[:, m]
+        bio[:, f] += pw.follower_loading[f] * path
+        raw[:, f] += pw.follower_loading[f] * path
 
 
 def residual_scale(world) -> np.ndarray:
@@ -127,7 +154,20 @@ class BlockMolecules:
         self.cov = covariate_terms(world, pop)
         self.pathway_eps = seeds.stream(s, "pathway_residual", b).standard_normal((n, self._n_pathways()))
         self._raw = self.protein_bio + self.cov
-        add_pathways(world, self._raw, self.protein_bio, self.pathway_eps, self.dosage)
+        self.pathway_k = self.pathway_late = None
+        if self._n_pathways():
+            self.pathway_k, self.pathway_late = pathway_values(world, self._raw, self.pathway_eps, self.dosage, pop,
+                                                               self.anchor_assay_noise())
+            add_pathways(world, self._raw, self.protein_bio, self.pathway_k, self.pathway_late)
+
+    def anchor_assay_noise(self) -> dict:
+        """Each co-regulated anchor's assay noise (what its released value adds to the pair's
+        abundance), the T4 driver's excepted (L reads its abundance through the population stage)."""
+        w = self.world
+        if w.pathways is None or w.pathways.visit2_recomputed or w.leaky("pathway_shapes"):
+            return {}
+        own = PROTEIN_RESIDUAL * np.sqrt(1.0 - COREGULATED_SHARED)
+        return {int(a): own * self.pair_noise[:, k] for k, (a, _) in enumerate(w.coregulated) if int(a) != w.roles.t4_causal}
 
     def _n_pathways(self) -> int:
         pw = self.world.pathways
@@ -202,9 +242,28 @@ class BlockMolecules:
                         w.protein_loadings, r2 * residual_scale(w))
         pop_rows = {k: v[rows] for k, v in self.pop.items()}
         raw = bio + covariate_terms(w, pop_rows, age_shift=age_shift, bmi=bmi2)
-        c = VISIT2_RESID_CARRY  # a pathway's own term renews as a residual does
-        eps_new = seeds.stream(s, "pathway_residual_visit2", b).standard_normal(self.pathway_eps.shape)
-        add_pathways(w, raw, bio, c * self.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows], self.dosage[rows])
+        if not self._n_pathways():
+            return raw, r2
+        pw = w.pathways
+        if pw.visit2_recomputed:  # test-only: the followers re-read their feeders' visit-2 values
+            c = VISIT2_RESID_CARRY  # a pathway's own term renews as a residual does
+            eps_new = seeds.stream(s, "pathway_residual_visit2", b).standard_normal(self.pathway_eps.shape)
+            pop2 = dict(pop_rows, age=pop_rows["age"] + age_shift, bmi=bmi2)
+            k2, late2 = pathway_values(w, raw, c * self.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows], self.dosage[rows], pop2)
+            add_pathways(w, raw, bio, k2, late2)
+            return raw, r2
+        # as the T2 decoy reads L_late and the A9 partner L_late carried on, from baseline
+        # values: a baseline follower reads K_m_late, a late follower K_m_late five years
+        # on; both with the covariate change their path stands in for (cohort.visit2_specials)
+        late = self.pathway_late[rows]
+        ahead_new = seeds.stream(s, "pathway_ahead", b).standard_normal(self.pathway_eps.shape)[rows]
+        rho = np.clip(pw.rho, -1.0, 1.0)
+        ahead = rho * late + np.sqrt(1.0 - rho * rho) * ahead_new
+        change = np.column_stack([np.asarray(age_shift, dtype=np.float64) * np.ones(len(rows)), np.zeros(len(rows)),
+                                  bmi2 - self.pop["bmi"][rows], np.zeros(len(rows))])
+        base_change = dot(change, pw.cov_change[:, 0, :].T)
+        late_change = dot(change, pw.cov_change[:, 1, :].T)
+        add_pathways(w, raw, bio, late + base_change, ahead + late_change)
         return raw, r2
 
 

@@ -33,37 +33,54 @@ from __future__ import annotations
 import inspect
 
 def standardise_columns(values):
-    """Column z-scores over the finite entries; missing entries become 0 (the mean)."""
+    """Column z-scores over the finite entries; missing entries become 0 (the mean).
+    Columns are processed in blocks (each column on its own, so the values do not depend
+    on the blocks), which keeps the temporaries of a paper-scale proteome small."""
     import numpy as np
 
-    x = np.array(values, dtype=np.float64)
-    finite = np.isfinite(x)
-    count = np.maximum(finite.sum(axis=0), 1)
-    mean = np.where(finite, x, 0.0).sum(axis=0) / count
-    centred = np.where(finite, x - mean, 0.0)
-    sd = np.sqrt((centred ** 2).sum(axis=0) / count)
-    sd[~np.isfinite(sd) | (sd == 0)] = 1.0
-    return centred / sd
+    x = np.asarray(values, dtype=np.float64)
+    flat = x.ndim == 1
+    x = x.reshape(-1, 1) if flat else x
+    out = np.empty(x.shape)
+    for start in range(0, x.shape[1], 256):
+        b = np.array(x[:, start:start + 256])
+        finite = np.isfinite(b)
+        count = np.maximum(finite.sum(axis=0), 1)
+        mean = np.where(finite, b, 0.0).sum(axis=0) / count
+        centred = np.where(finite, b - mean, 0.0)
+        sd = np.sqrt((centred ** 2).sum(axis=0) / count)
+        sd[~np.isfinite(sd) | (sd == 0)] = 1.0
+        out[:, start:start + 256] = centred / sd
+    return out[:, 0] if flat else out
 
 
 def standardise_within(values, groups):
     """Column z-scores within each group (site normalisation); missing entries become 0."""
     import numpy as np
 
-    x = np.array(values, dtype=np.float64)
-    out = np.zeros_like(x)
+    x = np.asarray(values, dtype=np.float64)
+    out = np.empty(x.shape)
     for g in np.unique(groups):
-        rows = groups == g
+        rows = np.flatnonzero(groups == g)
         out[rows] = standardise_columns(x[rows])
-    return standardise_columns(np.where(np.isfinite(x), out, np.nan))
+    out[~np.isfinite(x)] = np.nan
+    return standardise_columns(out)
 
 
 def residualise(y, design):
-    """Least-squares residuals of every column of ``y`` on ``design``."""
+    """Least-squares residuals of every column of ``y`` on ``design`` (through a QR
+    factorisation of the design: the fit is the projection on its column space)."""
     import numpy as np
 
-    beta, *_ = np.linalg.lstsq(design, y, rcond=None)
-    return y - design @ beta
+    q, r = np.linalg.qr(np.asarray(design, dtype=np.float64))
+    keep = np.abs(np.diag(r)) > 1e-10 * max(float(np.abs(np.diag(r)).max()), 1e-300)
+    q = q[:, keep]
+    y = np.asarray(y, dtype=np.float64)
+    out = np.empty(y.shape)
+    for start in range(0, y.shape[1], 512):
+        b = y[:, start:start + 512]
+        out[:, start:start + 512] = b - q @ (q.T @ b)
+    return out
 
 
 def covariate_design(covariates):
@@ -125,25 +142,29 @@ def top_component_share(x, k):
 
 
 def shape_statistics(x):
-    """Skewness, excess kurtosis, bimodality coefficient, largest |z|, tail/IQR ratio, per column."""
+    """Skewness, excess kurtosis, bimodality coefficient, largest |z|, tail/IQR ratio, per column
+    (columns in blocks, each on its own)."""
     import numpy as np
 
-    out = {}
-    n = x.shape[0]
-    m = x - x.mean(axis=0)
-    sd = np.sqrt((m ** 2).mean(axis=0))
-    sd[sd == 0] = 1.0
-    zs = m / sd
-    skew = (zs ** 3).mean(axis=0)
-    kurt = (zs ** 4).mean(axis=0) - 3.0
-    out["skew"] = skew
-    out["kurtosis"] = kurt
-    # Sarle's bimodality coefficient (above 5/9 suggests two modes).
-    out["bimodality"] = (skew ** 2 + 1.0) / (kurt + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
-    out["max_abs_z"] = np.abs(zs).max(axis=0)
-    q = np.quantile(x, [0.01, 0.25, 0.75, 0.99], axis=0)
-    iqr = q[2] - q[1]
-    out["tail_ratio"] = (q[3] - q[0]) / np.where(iqr > 0, iqr, 1.0)
+    n, p = x.shape
+    out = {k: np.empty(p) for k in ("skew", "kurtosis", "bimodality", "max_abs_z", "tail_ratio")}
+    for start in range(0, p, 256):
+        sl = slice(start, min(p, start + 256))
+        b = np.array(x[:, sl], dtype=np.float64)
+        m = b - b.mean(axis=0)
+        sd = np.sqrt((m ** 2).mean(axis=0))
+        sd[sd == 0] = 1.0
+        zs = m / sd
+        skew = (zs ** 3).mean(axis=0)
+        kurt = (zs ** 4).mean(axis=0) - 3.0
+        out["skew"][sl] = skew
+        out["kurtosis"][sl] = kurt
+        # Sarle's bimodality coefficient (above 5/9 suggests two modes).
+        out["bimodality"][sl] = (skew ** 2 + 1.0) / (kurt + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+        out["max_abs_z"][sl] = np.abs(zs).max(axis=0)
+        q = np.quantile(b, [0.01, 0.25, 0.75, 0.99], axis=0)
+        iqr = q[2] - q[1]
+        out["tail_ratio"][sl] = (q[3] - q[0]) / np.where(iqr > 0, iqr, 1.0)
     return out
 
 
@@ -152,13 +173,20 @@ def genotype_matrix(genotypes, subjects):
     import numpy as np
 
     g = genotypes.reindex(subjects)
-    d = np.array(g, dtype=np.float32)
-    d[~np.isfinite(d) | (d < 0)] = np.nan
-    q = np.nanmean(d, axis=0) / 2.0
-    d = np.where(np.isfinite(d), d, 2.0 * q)
-    sd = d.std(axis=0)
-    sd[sd == 0] = 1.0
-    return ((d - d.mean(axis=0)) / sd).astype(np.float32), q, np.asarray(g.columns)
+    calls = g.to_numpy()
+    out = np.empty(calls.shape, dtype=np.float32)
+    q = np.empty(calls.shape[1], dtype=np.float32)
+    for start in range(0, calls.shape[1], 512):  # in blocks of variants, each on its own
+        sl = slice(start, start + 512)
+        d = np.array(calls[:, sl], dtype=np.float32)
+        d[~np.isfinite(d) | (d < 0)] = np.nan
+        qb = np.nanmean(d, axis=0) / 2.0
+        d = np.where(np.isfinite(d), d, 2.0 * qb)
+        sd = d.std(axis=0)
+        sd[sd == 0] = 1.0
+        out[:, sl] = ((d - d.mean(axis=0)) / sd).astype(np.float32)
+        q[sl] = qb
+    return out, q, np.asarray(g.columns)
 
 
 def lead_scan(gz, x, step=512):
@@ -234,14 +262,30 @@ def instrument_statistics(gz, q, contig, position, x, window_bp=100_000):
     out["lead_maf"] = maf[lead]
     count = np.zeros(p)
     other_chrom = np.zeros(p)
+    trans_variant = np.zeros(p, dtype=np.int64)
+    variant_hits = np.zeros(gz.shape[1])  # proteins each variant moves genome-wide significantly
     xf = np.asarray(x, dtype=np.float32)
     for start in range(0, gz.shape[1], 512):
         r = gz[:, start:start + 512].T @ xf / n
-        count += (np.abs(r) > threshold).sum(axis=0)
+        hit = np.abs(r) > threshold
+        count += hit.sum(axis=0)
+        variant_hits[start:start + r.shape[0]] = hit.sum(axis=1)
         same = contig[start:start + 512][:, None] == contig[lead][None, :]
-        other_chrom = np.maximum(other_chrom, np.where(same, 0.0, r ** 2).max(axis=0))
+        r2o = np.where(same, 0.0, r ** 2)
+        best = r2o.argmax(axis=0)
+        val = r2o[best, np.arange(p)]
+        better = val > other_chrom
+        other_chrom[better] = val[better]
+        trans_variant[better] = start + best[better]
     out["n_significant_variants"] = count
     out["trans_r2"] = other_chrom
+    # the strongest trans signal: a hub many proteins share, or a variant of the protein's own
+    trans_significant = other_chrom > threshold ** 2
+    hub_size = np.where(trans_significant, variant_hits[trans_variant], 0.0)
+    out["trans_hub_size"] = hub_size
+    out["trans_private_r2"] = np.where(trans_significant & (hub_size <= 2), other_chrom, 0.0)
+    out["trans_shared_r2"] = np.where(trans_significant & (hub_size > 2), other_chrom, 0.0)
+    out["lead_is_hub"] = (variant_hits[lead] > 2).astype(np.float64)
     g_lead = gz[:, lead].astype(np.float64)
     beta = (g_lead * x).sum(axis=0) / n
     conditioned = standardise_columns(x - g_lead * beta)
@@ -266,6 +310,14 @@ def instrument_statistics(gz, q, contig, position, x, window_bp=100_000):
     hits = np.abs(lead_effects) > threshold
     np.fill_diagonal(hits, False)
     out["lead_moves_proteins"] = hits.sum(axis=1).astype(np.float64)
+    # locus isolation: other proteins' (significant) lead variants near one's own
+    lc, lp = contig[lead], position[lead].astype(np.float64)
+    same_contig = (lc[:, None] == lc[None, :]) & significant[None, :] & (lead[:, None] != lead[None, :])
+    np.fill_diagonal(same_contig, False)
+    dist = np.where(same_contig, np.abs(lp[:, None] - lp[None, :]), np.inf)
+    for label, w in (("250kb", 250_000), ("1mb", 1_000_000), ("3mb", 3_000_000)):
+        out[f"leads_within_{label}"] = (dist <= w).sum(axis=1).astype(np.float64)
+    out["nearest_lead_kb"] = np.minimum(dist.min(axis=1), 1e9) / 1000.0
     return out, lead, lead_r
 
 
@@ -280,10 +332,58 @@ def communality_statistics(adjusted, ks=(3, 12, 24), ridge=0.01):
     np.fill_diagonal(off, 0.0)
     out["max_abs_r"] = np.abs(off).max(axis=1)
     out["mean_r2"] = (off ** 2).sum(axis=1) / max(p - 1, 1)
+    # the same without the protein's closest one (a co-regulated twin, if it has one)
+    out["mean_r2_rest"] = ((off ** 2).sum(axis=1) - (off ** 2).max(axis=1)) / max(p - 2, 1)
     out["n_r_above_0.1"] = (np.abs(off) > 0.1).sum(axis=1).astype(np.float64)
     inverse = np.linalg.inv(c + ridge * np.eye(p))
     out["multiple_r2"] = 1.0 - 1.0 / (np.diag(inverse) * (1.0 + ridge))
     return out
+
+
+def partial_statistics(adjusted, ridge=0.01):
+    """The partial-correlation graph of the covariate-adjusted proteins (a ridge-regularised
+    inverse of their correlation matrix): each protein's largest and second |partial|, its
+    degree (partials beyond 4 standard errors), the sum of its squared partials, and its
+    nearest neighbour's (the strongest partner's) largest partial and degree, and whether
+    the two are each other's strongest.  Returns (statistics, strongest partner index)."""
+    import numpy as np
+
+    n, p = adjusted.shape
+    c = adjusted.T @ adjusted / n
+    omega = np.linalg.inv(c + ridge * np.eye(p))
+    d = np.sqrt(np.diag(omega))
+    partial = -omega / np.outer(d, d)
+    np.fill_diagonal(partial, 0.0)
+    a = np.abs(partial)
+    partner = a.argmax(axis=1)
+    top2 = np.sort(a, axis=1)[:, -2:] if p > 1 else np.zeros((p, 2))
+    degree = (a * np.sqrt(n) > 4.0).sum(axis=1).astype(np.float64)
+    out = {"max_abs": top2[:, -1], "second_abs": top2[:, 0], "degree": degree, "sum_sq": (partial ** 2).sum(axis=1),
+           "partner_max_abs": top2[partner, -1], "partner_degree": degree[partner],
+           "mutual": (partner[partner] == np.arange(p)).astype(np.float64)}
+    return out, partner
+
+
+def pc_membership(adjusted, k=24):
+    """Which of the top ``k`` principal components of the covariate-adjusted proteome a
+    protein belongs to: the component carrying most of its variance, that component's
+    rank and its effective number of proteins (inverse participation ratio: a pair that
+    takes a component of its own has about 2), and the share of the protein's variance in
+    top components that fewer than 10 proteins carry."""
+    import numpy as np
+
+    n, p = adjusted.shape
+    cov = adjusted.T @ adjusted / n
+    values, vectors = np.linalg.eigh(cov)
+    order = np.argsort(values)[::-1][:min(k, p)]
+    values, vectors = np.clip(values[order], 0.0, None), vectors[:, order]
+    total = np.diag(cov)
+    total = np.where(total > 0, total, 1.0)
+    share = values[None, :] * vectors ** 2 / total[:, None]  # [protein, component]
+    size = 1.0 / np.maximum((vectors ** 4).sum(axis=0), 1e-12)
+    main = share.argmax(axis=1)
+    return {"main_rank": (main + 1).astype(np.float64), "main_size": size[main], "main_share": share[np.arange(p), main],
+            "small_components_share": (share * (size < 10.0)[None, :]).sum(axis=1)}
 
 
 def cross_omics_statistics(adjusted, other, prefix, pcs=20):
@@ -308,7 +408,7 @@ def covariate_statistics(values, design, main):
     import numpy as np
 
     n = values.shape[0]
-    beta, *_ = np.linalg.lstsq(design, values, rcond=None)
+    beta = np.linalg.pinv(design) @ values
     resid = values - design @ beta
     names = list(main)
     out = {name: beta[1 + i] for i, name in enumerate(names)}
@@ -323,7 +423,7 @@ def covariate_statistics(values, design, main):
     no_bmi = [i for i, name in enumerate(names) if name != "bmi"]
     out["distance_without_bmi"] = np.sqrt(dist[no_bmi].sum(axis=0))
     squares = np.column_stack([main["age"] ** 2, main["bmi"] ** 2])
-    beta2, *_ = np.linalg.lstsq(np.column_stack([design, squares - squares.mean(axis=0)]), values, rcond=None)
+    beta2 = np.linalg.pinv(np.column_stack([design, squares - squares.mean(axis=0)])) @ values
     out["age_squared"] = beta2[-2]
     out["bmi_squared"] = beta2[-1]
     male = main["sex"] > 0
@@ -342,22 +442,29 @@ def group_statistics(values, groups):
 
     labels = np.unique(groups)
     n, k = values.shape[0], len(labels)
+    rows_of = [np.flatnonzero(groups == g) for g in labels]
 
     def anova(x):
         grand = x.mean(axis=0)
         between = np.zeros(x.shape[1])
         within = np.zeros(x.shape[1])
-        for g in labels:
-            rows = x[groups == g]
-            between += len(rows) * (rows.mean(axis=0) - grand) ** 2
-            within += ((rows - rows.mean(axis=0)) ** 2).sum(axis=0)
+        for rows in rows_of:
+            part = x[rows]
+            mean = part.mean(axis=0)
+            between += len(rows) * (mean - grand) ** 2
+            within += ((part - mean) ** 2).sum(axis=0)
         return (between / max(k - 1, 1)) / np.maximum(within / max(n - k, 1), 1e-12)
 
-    spread = np.zeros_like(values)
-    for g in labels:
-        rows = groups == g
-        spread[rows] = np.abs(values[rows] - np.median(values[rows], axis=0))
-    return {"centre_mean_F": anova(values), "centre_spread_F": anova(spread)}
+    out = {"centre_mean_F": np.empty(values.shape[1]), "centre_spread_F": np.empty(values.shape[1])}
+    for start in range(0, values.shape[1], 256):  # columns in blocks, each on its own
+        sl = slice(start, start + 256)
+        b = np.asarray(values[:, sl], dtype=np.float64)
+        spread = np.empty(b.shape)
+        for rows in rows_of:
+            spread[rows] = np.abs(b[rows] - np.median(b[rows], axis=0))
+        out["centre_mean_F"][sl] = anova(b)
+        out["centre_spread_F"][sl] = anova(spread)
+    return out
 
 
 def visit2_statistics(baseline, visit2, centre):
@@ -391,6 +498,55 @@ def visit2_statistics(baseline, visit2, centre):
         a[rows] = (baseline[rows] - m) / s
         b[rows] = (visit2[rows] - m) / s
     out["r"], out["mean_change"], out["sd_ratio"] = summary(a, b)
+    return out
+
+
+def flag_association(adjusted, flag, design):
+    """Covariate-adjusted association of each protein with a released 0/1 flag (the imaging
+    participation flag): the correlation of the adjusted protein with the flag's residual
+    on the covariates, as a z (r sqrt(n))."""
+    import numpy as np
+
+    f = np.asarray(flag, dtype=np.float64)
+    resid = residualise(f[:, None], design)[:, 0]
+    sd = resid.std()
+    if not sd > 0:
+        return np.zeros(adjusted.shape[1])
+    resid = (resid - resid.mean()) / sd
+    n = adjusted.shape[0]
+    return (adjusted * resid[:, None]).sum(axis=0) / np.sqrt(n)
+
+
+def change_statistics(base, later, partner, bmi_change, centre):
+    """Visit-to-visit change coherence on the attendees: each protein's change (visit 2 less
+    baseline, both on the baseline's scale) correlated with its strongest baseline partner's
+    change (``partner``: index per protein), the largest |correlation| of its change with any
+    other protein's change, and the correlation of its change with the change in BMI."""
+    import numpy as np
+
+    def z(x):
+        x = np.where(np.isfinite(x), x, np.nanmean(np.where(np.isfinite(x), x, np.nan), axis=0))
+        return standardise_columns(np.nan_to_num(x))
+
+    a = standardise_within(base, centre)
+    b = later.copy()
+    for g in np.unique(centre):
+        rows = centre == g
+        m = np.nanmean(base[rows], axis=0)
+        s = np.nanstd(base[rows], axis=0)
+        s[~np.isfinite(s) | (s == 0)] = 1.0
+        b[rows] = (later[rows] - m) / s
+    delta = z(b - np.where(np.isfinite(a), a, 0.0))
+    n = delta.shape[0]
+    cc = delta.T @ delta / n
+    out = {"change_partner_r": cc[np.arange(cc.shape[0]), partner]}
+    np.fill_diagonal(cc, 0.0)
+    out["change_max_abs_r"] = np.abs(cc).max(axis=1)
+    bc = np.asarray(bmi_change, dtype=np.float64)
+    ok = np.isfinite(bc)
+    if ok.sum() > 2 and bc[ok].std() > 0:
+        bz = np.where(ok, (bc - bc[ok].mean()) / bc[ok].std(), 0.0)
+        out["change_bmi_r"] = (delta * bz[:, None]).mean(axis=0)
     return out
 
 
@@ -431,6 +587,7 @@ def protein_statistics(release, genotypes, max_subjects=None):
     covariates = covariates.loc[subjects]
     ids = [str(c) for c in proteins.columns]
     raw = np.array(proteins.loc[subjects], dtype=np.float64)
+    del proteins
     design, main, centre = covariate_design(covariates)
     n, p = raw.shape
     stats = {}
@@ -445,13 +602,18 @@ def protein_statistics(release, genotypes, max_subjects=None):
     transcripts.index = transcripts.index.astype(str)
     names = [re.sub(r"^PROT_", "TRANS_", c) for c in ids]
     traw = np.array(transcripts.reindex(index=subjects, columns=names), dtype=np.float64)
+    del transcripts
     tsite = standardise_within(traw, centre)
     tadjusted = standardise_columns(residualise(tsite, design))
     stats["transcript.r"] = (site * tsite).mean(axis=0)
     stats["transcript.r_raw"] = (cohort * standardise_columns(traw)).mean(axis=0)
     stats["transcript.r_adjusted"] = (adjusted * tadjusted).mean(axis=0)
     ranks = lambda x: standardise_columns(np.argsort(np.argsort(x, axis=0), axis=0).astype(np.float64))  # noqa: E731
-    stats["transcript.rank_minus_linear_r"] = (ranks(site) * ranks(tsite)).mean(axis=0) - stats["transcript.r"]
+    rank_r = np.empty(p)
+    for start in range(0, p, 256):  # in column blocks (each column on its own)
+        sl = slice(start, start + 256)
+        rank_r[sl] = (ranks(site[:, sl]) * ranks(tsite[:, sl])).mean(axis=0)
+    stats["transcript.rank_minus_linear_r"] = rank_r - stats["transcript.r"]
     cross = adjusted.T @ tadjusted / n
     np.fill_diagonal(cross, 0.0)
     stats["transcript.best_other_abs_r"] = np.abs(cross).max(axis=1)
@@ -459,11 +621,22 @@ def protein_statistics(release, genotypes, max_subjects=None):
     for name, values in covariate_statistics(tsite, design, main).items():
         if name in ("age", "sex", "bmi", "smoking", "r2"):
             stats[f"transcript.covariate_{name}"] = values
-    stats["transcript.missing_rate"] = (~np.isfinite(traw)).mean(axis=0)
+    t_missing = ~np.isfinite(traw)
+    stats["transcript.missing_rate"] = t_missing.mean(axis=0)
+    del traw
+    tsite = tsite.astype(np.float32)  # kept for the transcripts' own genotype scan (float32 there anyway)
 
     # --- correlation structure and other assays
     for name, values in communality_statistics(adjusted).items():
         stats[f"communality.{name}"] = values
+    partial, partner = partial_statistics(adjusted)
+    for name, values in partial.items():
+        stats[f"partial.{name}"] = values
+    for name, values in pc_membership(adjusted).items():
+        stats[f"pcs.{name}"] = values
+    if "imaged" in covariates.columns:
+        imaged = np.array(pd.to_numeric(covariates["imaged"], errors="coerce"), dtype=np.float64)
+        stats["imaging.flag_z"] = flag_association(adjusted, np.nan_to_num(imaged), design)
     stats["communality.raw_pc12"] = top_component_share(cohort, 12)
     for name, values in cross_omics_statistics(adjusted, tadjusted, "transcriptome").items():
         stats[f"communality.{name}"] = values
@@ -496,6 +669,7 @@ def protein_statistics(release, genotypes, max_subjects=None):
         stats[f"shape.{name}"] = values
     for name, values in shape_statistics(cohort).items():
         stats[f"shape.{name}_raw"] = values
+    del cohort
     finite = np.isfinite(raw)
     stats["shape.unique_fraction"] = np.array([len(np.unique(raw[finite[:, j], j])) / max(finite[:, j].sum(), 1)
                                                for j in range(p)])
@@ -509,7 +683,7 @@ def protein_statistics(release, genotypes, max_subjects=None):
     mean_present = (~missing * zb[:, None]).sum(axis=0) / np.maximum(n - n_missing, 1)
     se = np.sqrt(1.0 / np.maximum(n_missing, 1) + 1.0 / np.maximum(n - n_missing, 1))
     stats["missing.bmi_shift_z"] = np.where(n_missing >= 2, (mean_missing - mean_present) / se, 0.0)
-    stats["missing.with_transcript"] = ((missing & ~np.isfinite(traw)).sum(axis=0) / np.maximum(n_missing, 1))
+    stats["missing.with_transcript"] = ((missing & t_missing).sum(axis=0) / np.maximum(n_missing, 1))
 
     # --- visit 2
     try:
@@ -518,7 +692,7 @@ def protein_statistics(release, genotypes, max_subjects=None):
         attendees = v2.index.intersection(subjects)
         rows = pd.Index(subjects).get_indexer(attendees)
         base2 = raw[rows]
-        later = np.array(v2.loc[attendees, proteins.columns], dtype=np.float64)
+        later = np.array(v2.loc[attendees, ids], dtype=np.float64)
         for name, values in visit2_statistics(base2, later, centre[rows]).items():
             stats[f"visit2.{name}"] = values
 
@@ -528,10 +702,25 @@ def protein_statistics(release, genotypes, max_subjects=None):
 
         stats["visit2.r_adjusted"] = visit2_statistics(adjusted_view(base2), adjusted_view(later), centre[rows])["r"]
         stats["visit2.missing_rate"] = (~np.isfinite(later)).mean(axis=0)
+        bmi_change = np.full(len(attendees), np.nan)
+        try:
+            cov2 = read("covariates_visit2.parquet")
+            cov2.index = cov2.index.astype(str)
+            if "p21001_i0" in cov2.columns or "p21001_i2" in cov2.columns:
+                col = "p21001_i2" if "p21001_i2" in cov2.columns else "p21001_i0"
+                b2 = np.array(pd.to_numeric(cov2.reindex(attendees)[col], errors="coerce"), dtype=np.float64)
+                b1 = np.array(pd.to_numeric(covariates.loc[attendees, "p21001_i0"], errors="coerce"), dtype=np.float64)
+                b1[b1 < 0], b2[b2 < 0] = np.nan, np.nan
+                bmi_change = b2 - b1
+        except FileNotFoundError:
+            pass
+        for name, values in change_statistics(base2, later, partner, bmi_change, centre[rows]).items():
+            stats[f"visit2.{name}"] = values
     except FileNotFoundError:
         pass
 
     # --- genetics: the analyst's own lead-variant scan
+    del adjusted, tadjusted
     gz, q, variant_ids = genotype_matrix(genotypes, subjects)
     contig, position = variant_positions(release, variant_ids)
     inst, lead, lead_r = instrument_statistics(gz, q, contig, position, site)
@@ -539,7 +728,8 @@ def protein_statistics(release, genotypes, max_subjects=None):
         stats[f"instrument.{name}"] = values
     tlead, tlead_r = lead_scan(gz, tsite)
     stats["transcript.lead_r2"] = tlead_r ** 2
-    stats["transcript.protein_lead_r2"] = ((gz[:, lead].astype(np.float64) * tsite).mean(axis=0)) ** 2
+    stats["transcript.protein_lead_r2"] = np.array([float(np.mean(gz[:, v].astype(np.float64) * tsite[:, j]))
+                                                     for j, v in enumerate(lead)]) ** 2
 
     # --- targetability and identifiers
     try:
@@ -557,8 +747,9 @@ def protein_statistics(release, genotypes, max_subjects=None):
 
 LIBRARY = (standardise_columns, standardise_within, residualise, covariate_design, top_component_share,
            shape_statistics, genotype_matrix, lead_scan, variant_positions, instrument_statistics,
-           communality_statistics, cross_omics_statistics, covariate_statistics, group_statistics,
-           visit2_statistics, targetability_statistics, protein_statistics)
+           communality_statistics, partial_statistics, pc_membership, cross_omics_statistics, covariate_statistics,
+           group_statistics, visit2_statistics, flag_association, change_statistics, targetability_statistics,
+           protein_statistics)
 
 
 def library_source() -> str:

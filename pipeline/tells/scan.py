@@ -81,9 +81,16 @@ class Exemption:
     kinds: tuple
     pattern: str  # regular expression on statistic names
     reason: str
+    #: Only in worlds planting one of these biases (the observations from other worlds are tested).
+    worlds_with: tuple = ()
 
     def covers(self, kind: str, stat: str) -> bool:
-        return kind in self.kinds and re.fullmatch(self.pattern, stat) is not None
+        return not self.worlds_with and kind in self.kinds and re.fullmatch(self.pattern, stat) is not None
+
+    def covers_in(self, kind: str, stat: str, biases) -> bool:
+        """Whether this conditional exemption drops ``kind``'s observation of ``stat`` in a world with ``biases``."""
+        return (bool(self.worlds_with) and kind in self.kinds and any(b in biases for b in self.worlds_with)
+                and re.fullmatch(self.pattern, stat) is not None)
 
 
 #: The planted signals: what a trap is meant to show (SPEC section 3), never a tell.  Only
@@ -91,16 +98,36 @@ class Exemption:
 #: BMI, T4's shared locus and co-regulation, T9's per-site scale); other consequences of a
 #: planted path (a decoy's stability between visits, the imprint of L on the proteins that
 #: follow it) are tested, since the generator can make them look ordinary.
+#: Role kinds whose proteins move or follow L: in a T3 world, where imaging participation
+#: depends on 0.55 L (S1.4), each is associated with the imaging flag through L.
+L_LINKED = ("driver", "a9_driver", "a9_partner", "t4_driver", "t4_partner", "T2", "T7")
+
 EXEMPT = (
     Exemption(("t4_driver", "t4_partner"),
-              r"instrument\.(share_same_lead|share_window|max_ld_other_lead|n_linked_leads|lead_moves_proteins)",
-              "T4's planted shared locus: the partner carries the driver's cis variant"),
+              r"instrument\.(share_same_lead|share_window|max_ld_other_lead|n_linked_leads|lead_moves_proteins"
+              r"|leads_within_.*|nearest_lead_kb)",
+              "T4's planted shared locus: the partner carries the driver's cis variant (so each has the other's lead at "
+              "its own locus)"),
     Exemption(("t4_driver", "t4_partner"),
-              r"communality\.(max_abs_r|multiple_r2|n_r_above_0\.1|pc24)|transcript\.best_other_abs_r",
+              r"communality\.(max_abs_r|multiple_r2|n_r_above_0\.1|mean_r2|pc3|pc24)|transcript\.best_other_abs_r"
+              r"|partial\..*|pcs\..*|visit2\.change_(partner_r|max_abs_r)",
               "T4's planted co-regulation: both proteins measure one abundance (SPEC T4 row), so each is the other's "
-              "closest protein and the pair takes a principal component of its own (after the 12 factors, so in the "
-              "top 24); ordinary co-regulated pairs do the same, and the t4_pair cells test that the T4 pair ranks "
-              "among them as one of them"),
+              "closest protein (largest correlation and partial correlation, the change between visits shared), the twin "
+              "raises its share of the proteome's correlation (mean r2, whose twin-free mean_r2_rest is tested, and the "
+              "top three components' share) and the "
+              "pair takes a principal component of its own (after the 12 factors, so in the top 24); ordinary "
+              "co-regulated pairs do the same, and the t4_pair cells test that the T4 pair ranks among them as one of them"),
+    Exemption(("T3",), r"imaging\.flag_z",
+              "T3's planted selection: imaging participation contains + 0.55 x the T3 protein (S1.4), so the decoy is "
+              "associated with the released imaged flag beyond the covariates; masking it would change the mechanism"),
+    Exemption(L_LINKED, r"imaging\.flag_z",
+              "T3's planted selection on L: in a T3 world participation contains + 0.55 L (S1.4), so every protein that "
+              "moves or follows L (drivers, the T2 decoy, the A9 pair, the T4 pair, the T7 decoy through its variant) is "
+              "associated with the imaging flag; their observations from the other worlds are tested",
+              worlds_with=("T3",)),
+    Exemption(("T1",), r"visit2\.change_bmi_r",
+              "T1's planted confounding path: the decoy is an ordinary protein plus 0.55 z(BMI) at either visit, so its "
+              "change between visits follows the change in BMI"),
     Exemption(("T9",), r"shape\..*_raw|covariates\.centre_(mean|spread)_F_raw|transcript\.r_raw|communality\.raw_pc12"
                        r"|visit2\.(r|mean_change|sd_ratio)_raw",
               "T9's planted site scale and shape: one centre reports 2.2 P + 1.1 (raw values only; the site-normalised "
@@ -124,8 +151,9 @@ def exemption(kind: str, stat: str) -> Optional[Exemption]:
 
 
 def usable_statistics(names: Iterable[str]) -> list:
-    """The statistics no exemption covers for any role kind: what an exploit agent may use."""
-    return [s for s in names if s not in NOT_RANKED and not any(exemption(k, s) for k in ROLE_KINDS)]
+    """The statistics no exemption covers for any role kind (in any world): what an exploit agent may use."""
+    return [s for s in names if s not in NOT_RANKED
+            and not any(k in e.kinds and re.fullmatch(e.pattern, s) for e in EXEMPT for k in ROLE_KINDS)]
 
 
 # ----------------------------------------------------------------------------- per world
@@ -153,6 +181,7 @@ def analyse_world(world_dir: str) -> dict:
     checks = [check_instruments(world_dir, wt, genotypes, contig, position),
               check_surrogate(world_dir, wt), check_t4(world_dir, wt)]
     return {"world": wt.world_id, "dir": world_dir, "archetype": wt.archetype, "kinds": wt.kinds,
+            "biases": list(wt.truth.get("biases") or []),
             "coregulated": [list(p) for p in wt.hidden.get("coregulated_pairs") or []],
             "table": table, "checks": checks, "seconds": round(time.perf_counter() - t0, 1)}
 
@@ -219,6 +248,7 @@ def scan(results: list, alpha: float = 0.01) -> dict:
     results = [r for r in results if "error" not in r]
     stats_names = list(dict.fromkeys(c for r in results for c in r["table"].columns if c not in NOT_RANKED))
     cells: dict = {}
+    dropped: dict = {}  # (stat, kind) -> observations a conditional exemption leaves out
     for res in results:
         table, kinds = res["table"], res["kinds"]
         ordinary = [p for p in table.index if p not in kinds]
@@ -233,6 +263,9 @@ def scan(results: list, alpha: float = 0.01) -> dict:
             u = percentiles(values, ordinary, list(kinds))
             for protein, kind in kinds.items():
                 if protein not in u:
+                    continue
+                if any(e.covers_in(kind, stat, res.get("biases") or ()) for e in EXEMPT):
+                    dropped[(stat, kind)] = dropped.get((stat, kind), 0) + 1
                     continue
                 for key in ((stat, kind), (stat, POOLED)):
                     if key[1] == POOLED and exemption(kind, stat):
@@ -261,6 +294,7 @@ def scan(results: list, alpha: float = 0.01) -> dict:
             us = [o["u"] for o in obs]
             test = pooled_test(us)
         rows.append({"statistic": stat, "kind": kind, "worlds": len({o["world"] for o in obs}), **test,
+                     "exempt_observations": dropped.get((stat, kind), 0),
                      "median_percentile": round(float(np.median(us)), 4),
                      "outer_2pct": int(sum(1 for x in us if x < OUTER or x > 1 - OUTER)),
                      "exempt": exempt.reason if exempt else None,
@@ -284,7 +318,8 @@ def scan(results: list, alpha: float = 0.01) -> dict:
                     "roles": {k: sorted(p for p, kk in r["kinds"].items() if kk == k) for k in set(r["kinds"].values())}}
                    for r in results],
         "alpha": alpha, "alpha_ranks": alpha_ranks, "tests": m, "per_test_threshold": threshold,
-        "exemptions": [{"kinds": list(e.kinds), "statistics": e.pattern, "reason": e.reason} for e in EXEMPT],
+        "exemptions": [{"kinds": list(e.kinds), "statistics": e.pattern, "reason": e.reason,
+                        "only_in_worlds_with": list(e.worlds_with)} for e in EXEMPT],
         "cells": rows, "sealed_checks": sealed,
         "findings": [f"{r['statistic']} singles out {r['kind']}: median percentile {r['median_percentile']:.3f}, "
                      f"{r['outer_2pct']}/{r['k']} in the outer 2 %, p = {r['p']:.2e}" for r in findings]
@@ -366,7 +401,8 @@ def format_report(report: dict, width: int = 7) -> str:
     lines.append("")
     lines.append("exempt planted signals:")
     for e in report["exemptions"]:
-        lines.append(f"  {', '.join(e['kinds'])}: {e['statistics']}  -- {e['reason']}")
+        where = f" (in worlds with {', '.join(e['only_in_worlds_with'])})" if e.get("only_in_worlds_with") else ""
+        lines.append(f"  {', '.join(e['kinds'])}: {e['statistics']}{where}  -- {e['reason']}")
     lines.append("")
     lines.append("sealed checks:")
     for c in report["sealed_checks"]:

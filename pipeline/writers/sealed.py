@@ -105,6 +105,13 @@ def hidden_model(world: World, cohort: Cohort) -> dict:
         "direct_variant": str(world.variant_id[world.direct_variant]),
         "coregulated_pairs": [[pid[int(a)], pid[int(m)]] for a, m in world.coregulated],
         "cis_placement": world.cis_placement,
+        # every variant that moves L and its effect per SD of genotype on standardised L and
+        # L_late (pipeline.linkage): what the linkage bound is drawn for
+        "movers": [{"variant": str(world.variant_id[int(m["variant"])]), "kind": m["kind"],
+                    "protein": None if m.get("protein") is None else pid[int(m["protein"])],
+                    "beta_l": round(float(m["beta_l"]), 6), "beta_late": round(float(m["beta_late"]), 6)}
+                   for m in world.extras.get("movers", [])],
+        "polygenic_variants": [str(world.variant_id[int(v)]) for v in world.polygenic_variants],
         "protein_covariates": {"columns": ["age_minus_55", "sex", "bmi_minus_27", "smoking"],
                                "coef": [[round(float(x), 6) for x in row] for row in world.protein_cov]},
         "pathways": None if world.pathways is None else world.pathways.summary(pid),

@@ -1,0 +1,195 @@
+"""Benchmark validity over a whole panel at any scale, in one command (issue 29): the tell
+scan (``pipeline.audit --tells``, its sealed locus check included), the instrument check
+(``pipeline.audit --instruments``) and their pooled reports.
+
+    python scripts/validity_panel.py --scale paper [--out DIR] [--panel paper-v1] [--seeds FILE]
+        [--development] [--keep] [--only id,id]
+
+Builds each world without pixels (``release=noimaging``; the scans need none) into
+``<out>/<world>``, analyses it for both scans, keeps the analyses in ``<out>/.analyses``
+and, unless ``--keep``, deletes the world before the next is built, so a paper-scale panel
+needs the disk of one world (about 1.6 GB) instead of twenty.  An interrupted run resumes:
+a world whose analyses are kept is not rebuilt.  At the end both reports are pooled over
+the panel and printed; JSON copies go to ``<out>/tells.json`` and ``<out>/instruments.json``.
+Held-out worlds need seeds: ``--seeds`` names a sealed seed file; without it fixed test
+seeds derived from the world id are written to ``<out>/test-seeds.yaml`` (those of
+``scripts/tells_panel.py`` and ``tests/test_panel.py``; not the benchmark's sealed seeds).
+An instrument finding (a lead variant over the per-world Bonferroni bar) is then
+replicated: ``--replicates`` fresh cohorts of the world's unchanged hidden model (its
+sealed/world.yaml is kept) measure the variant's z again (scripts/replicate_cohorts.py);
+a path of the model shows as a replicate mean beyond 1 and 3 standard errors in the
+finding's direction, a sampling extreme of the built cohort as a mean near 0.  Exit
+status 1 when the tell scan finds something or a finding replicates.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from pipeline.audit import instruments as inst  # noqa: E402
+from pipeline.panel import panel_worlds  # noqa: E402
+from pipeline.tells import scan as tells  # noqa: E402
+
+
+def test_seed(world: str) -> str:
+    return hex(int(hashlib.sha256(f"test-panel/{world}".encode()).hexdigest()[:32], 16) | 1 << 127)
+
+
+def manifest_digest(world_dir: Path) -> str:
+    h = hashlib.sha256()
+    for part in ("release/MANIFEST.json", "sealed/MANIFEST.json"):
+        h.update((world_dir / part).read_bytes())
+    return h.hexdigest()[:20]
+
+
+def code_digest() -> str:
+    """Changes with the per-world analysis code (the statistics, the sealed checks, the instrument check)."""
+    h = hashlib.sha256()
+    for module in ("pipeline/tells/features.py", "pipeline/tells/sealed_checks.py", "pipeline/audit/instruments.py"):
+        h.update((REPO / module).read_bytes())
+    return h.hexdigest()[:20]
+
+
+def analyse(world_dir: Path, store: Path, alpha: float) -> dict:
+    """Both scans' per-world analyses of one built world, kept in ``store``."""
+    path = store / f"{world_dir.name}.pkl"
+    digest = manifest_digest(world_dir)
+    if path.exists():
+        kept = pickle.loads(path.read_bytes())
+        if kept.get("digest") == digest and kept.get("code") == code_digest():
+            return kept
+    t0 = time.monotonic()
+    res = {"digest": digest, "code": code_digest(), "tells": tells.analyse_world_safely(str(world_dir)),
+           "instruments": inst.analyse_world(str(world_dir), alpha)}
+    res["seconds"] = round(time.monotonic() - t0, 1)
+    tmp = path.with_suffix(".wip")
+    tmp.write_bytes(pickle.dumps(res, protocol=5))
+    tmp.rename(path)
+    return res
+
+
+def main(argv: list | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", default="paper")
+    ap.add_argument("--out", default=None, help="default ./worlds-validity/<scale>")
+    ap.add_argument("--panel", default="paper-v1")
+    ap.add_argument("--seeds", help="sealed seed file for held-out worlds (default: fixed test seeds)")
+    ap.add_argument("--development", action="store_true", help="only the panel's development worlds")
+    ap.add_argument("--only", help="comma-separated world ids (default: the whole panel)")
+    ap.add_argument("--keep", action="store_true", help="keep each built world (default: delete it once analysed)")
+    ap.add_argument("--alpha", type=float, default=0.05, help="the instrument check's level per world and outcome")
+    ap.add_argument("--workers", type=int, default=2, help="build workers")
+    ap.add_argument("--replicates", type=int, default=10,
+                    help="fresh cohorts of a world's model to replicate each instrument finding in (0: none)")
+    args = ap.parse_args(argv)
+    out = Path(args.out or f"worlds-validity/{args.scale}").resolve()
+    store = out / ".analyses"
+    store.mkdir(parents=True, exist_ok=True)
+    worlds = panel_worlds(args.panel)
+    if args.development:
+        worlds = [w for w in worlds if not w.startswith("heldout")]
+    if args.only:
+        keep = set(args.only.split(","))
+        worlds = [w for w in worlds if w in keep]
+    seeds = args.seeds
+    if seeds is None:
+        seeds = str(out / "test-seeds.yaml")
+        Path(seeds).write_text(yaml.safe_dump({w: test_seed(w) for w in panel_worlds(args.panel) if w.startswith("heldout")}))
+    t_all = time.monotonic()
+    results = []
+    for wid in worlds:
+        wdir = out / wid
+        kept = store / f"{wid}.pkl"
+        if kept.exists() and not (wdir / "release" / "MANIFEST.json").exists():
+            res = pickle.loads(kept.read_bytes())  # analysed before, world deleted since
+            note = "" if res.get("code") == code_digest() else "; by an earlier version of the analysis code"
+            print(f"[{wid}] analyses kept from an earlier run (manifests {res['digest']}{note})", flush=True)
+            results.append(res)
+            continue
+        if not (wdir / "release" / "MANIFEST.json").exists():
+            t0 = time.monotonic()
+            cmd = [sys.executable, "-m", "pipeline.build", f"world={wid}", f"scale={args.scale}", f"out={out}",
+                   f"seeds={seeds}", "release=noimaging", "cluster.progress=false", "cluster.dashboard_address=null",
+                   f"cluster.n_workers={args.workers}"]
+            done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+            if done.returncode != 0:
+                print(f"[{wid}] build FAILED:\n{done.stdout[-2000:]}{done.stderr[-2000:]}", flush=True)
+                return 2
+            print(f"[{wid}] built in {time.monotonic() - t0:.0f} s", flush=True)
+        res = analyse(wdir, store, args.alpha)
+        print(f"[{wid}] analysed in {res['seconds']:.0f} s", flush=True)
+        results.append(res)
+        shutil.copyfile(wdir / "sealed" / "world.yaml", store / f"{wid}.world.yaml")  # the model, for replication
+        if not args.keep:
+            shutil.rmtree(wdir)
+    report = tells.scan([r["tells"] for r in results])
+    (out / "tells.json").write_text(json.dumps(tells._json_ready(report), indent=1))
+    print(tells.format_report(report))
+    per_world = [r["instruments"] for r in results]
+    pooled = inst.pooled(per_world, args.alpha)
+    findings = [dict(f, world=r["world"]) for r in per_world for f in r["findings"]]
+    ireport = {"alpha": args.alpha, "worlds": [{k: v for k, v in r.items() if k != "ordinary_z"} for r in per_world],
+               "pooled": pooled, "findings": findings,
+               "expected_chance_findings": round(2 * args.alpha * len(per_world), 2),
+               "passed": not findings and pooled["passed"]}
+    # a finding is a path of the model or a sampling extreme of the built cohort: re-draw the
+    # world's participants from its unchanged hidden model (scripts/replicate_cohorts.py)
+    paths = []
+    if findings and args.replicates:
+        from replicate_cohorts import replicate_z
+
+        for f in findings:
+            yaml_path = store / f"{f['world']}.world.yaml"
+            if not yaml_path.exists():
+                f["replication"] = "no world.yaml kept"
+                paths.append(f)
+                continue
+            zl, se_l, zll, se_ll = replicate_z(yaml_path.read_text(), [f["variant"]], args.replicates, str(out))[f["variant"]]
+            built = f["z_l"] if abs(f["z_l"]) >= abs(f["z_l_late"]) else f["z_l_late"]
+            mean, se = (zl, se_l) if abs(f["z_l"]) >= abs(f["z_l_late"]) else (zll, se_ll)
+            along = mean * np.sign(built)  # the replicates' mean in the built cohort's direction
+            f["replication"] = {"replicates": args.replicates, "mean_z_l": round(zl, 3), "se_z_l": round(se_l, 3),
+                                "mean_z_l_late": round(zll, 3), "se_z_l_late": round(se_ll, 3),
+                                "verdict": "path" if along > max(1.0, 3 * se) else "chance"}
+            if f["replication"]["verdict"] == "path":
+                paths.append(f)
+        ireport["paths"] = paths
+        ireport["passed_by_replication"] = not paths and pooled["passed"]
+    (out / "instruments.json").write_text(json.dumps(ireport, indent=1, default=float))
+    print()
+    print(inst.format_report(ireport))
+    for f in findings:
+        rep = f.get("replication")
+        if isinstance(rep, dict):
+            print(f"  replication of {f['world']} {f['protein']} {f['variant']}: {rep['replicates']} fresh cohorts of the "
+                  f"same model give z_L {rep['mean_z_l']:+.2f} +- {rep['se_z_l']:.2f}, z_Llate {rep['mean_z_l_late']:+.2f} "
+                  f"+- {rep['se_z_l_late']:.2f}: {rep['verdict']}")
+    if findings and args.replicates:
+        print(f"instrument check by replication: {len(paths)} of {len(findings)} finding(s) a path of the model "
+              f"-> {'PASSED' if ireport['passed_by_replication'] else 'FAILED'}")
+    verdict = ireport.get("passed_by_replication", ireport["passed"])
+    print(f"\npanel {args.panel} at scale {args.scale}: {len(results)} worlds in {time.monotonic() - t_all:.0f} s; "
+          f"tell scan {'PASSED' if report['passed'] else 'FAILED'}, instrument check "
+          f"{'PASSED' if ireport['passed'] else 'FAILED'} ({len(findings)} over the per-world bar, "
+          f"{ireport['expected_chance_findings']} expected by chance; by replication "
+          f"{'PASSED' if verdict else 'FAILED'})")
+    return 0 if report["passed"] and verdict else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
