@@ -144,13 +144,22 @@ def stage_bytes(world_dir: str) -> dict:
             "MRI write": imaging, "sealed": dir_bytes(sealed), "manifest": manifest, "total": total}
 
 
-def floor_seconds(directory: str, nbytes: int) -> float:
-    """Raw write of ``nbytes`` (incompressible, 64 MiB writes, fsync) on the output's disk."""
+#: The raw-write floor is measured on at most this many bytes and scaled to the world's
+#: size, so that it needs no more free disk than this beside the world (a biobank world's
+#: pixels would need as much again; the rate of a 2 GiB sequential write with fsync is the
+#: disk's sustained rate, past the page cache's first burst).
+FLOOR_SAMPLE_BYTES = 2 << 30
+
+
+def floor_seconds(directory: str, nbytes: int, sample: int = FLOOR_SAMPLE_BYTES) -> float:
+    """Raw write of ``nbytes`` (incompressible, 64 MiB writes, fsync) on the output's disk:
+    measured on ``min(nbytes, sample)`` bytes and scaled linearly."""
     buf = np.random.default_rng(0).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes()
     path = os.path.join(directory, "floor.bin")
+    written = max(1, min(int(nbytes), int(sample)))
     t = time.perf_counter()
     with open(path, "wb") as fh:
-        left = nbytes
+        left = written
         while left > 0:
             n = min(left, len(buf))
             fh.write(buf[:n])
@@ -159,7 +168,7 @@ def floor_seconds(directory: str, nbytes: int) -> float:
         os.fsync(fh.fileno())
     dt = time.perf_counter() - t
     os.remove(path)
-    return dt
+    return dt * nbytes / written
 
 
 def run_build(args, workers: int, out: str) -> dict:
@@ -168,6 +177,7 @@ def run_build(args, workers: int, out: str) -> dict:
     resolved = config.load(overrides)
     res = timed_build(resolved)
     res["bytes"] = stage_bytes(res["world_dir"])
+    res["workers"] = workers
     return res
 
 
@@ -176,18 +186,22 @@ def timed_build(resolved, warm_up=None) -> dict:
     loaded first (``warm_up``: the kind's loader, default the biobank's) so that compile time stays
     off the clock; the build's wall, the process tree's CPU and peak RSS while it ran, overall
     and per stage."""
+    from pipeline.graph.taskrecord import Recorder
+
     executor = make_executor(resolved.cfg.cluster)
     executor.warm_up(warm_up)
     try:
         with TreeSampler() as sampler:
             cpu0 = sampler.cpu()
+            recorder = Recorder(executor)  # every task's duration and dependencies (the scaling model)
             t0 = time.perf_counter()
-            summary = build(resolved, executor=executor, progress=False)
+            summary = build(resolved, executor=recorder, progress=False)
             wall = time.perf_counter() - t0
+            graph = recorder.finish()
             cpu = sampler.cpu() - cpu0
     finally:
         executor.close()
-    return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": sampler.peak,
+    return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": sampler.peak, "graph": graph,
             "stage_peaks": sampler.stage_peaks(t0, summary["stages"]),
             "world_dir": os.path.join(resolved.cfg.out, resolved.cfg.world.id)}
 
@@ -224,8 +238,10 @@ def print_table(res: dict, floor: float, rows: list, out=sys.stdout) -> None:
                       for name, p in res.get("stage_peaks", {}).items())
     if peaks:
         print(f"peak RSS by client stage, GiB: {peaks}", file=out)
+    sample = min(total_b, FLOOR_SAMPLE_BYTES)
+    scaled = f" (measured on {sample / 1e6:.0f} MB, scaled)" if sample < total_b else ""
     print(f"floor: raw write of {total_b / 1e6:.0f} MB took {floor:.1f} s ({total_b / 1e6 / floor:.0f} MB/s); "
-          f"build / floor = {res['wall'] / floor:.1f}", file=out)
+          f"build / floor = {res['wall'] / floor:.1f}{scaled}", file=out)
     print("(task stages: summed over tasks on all workers; client stages: wall on the client)", file=out)
 
 
@@ -355,6 +371,51 @@ def _variants_from_store(g, contig_names):
     })
 
 
+#: Worker counts the scaling model predicts the build's wall for.
+MODEL_WORKERS = (1, 2, 8, 32, 128)
+
+
+def scaling_model(res: dict) -> dict:
+    """The recorded task graph of ``res`` replayed through a list scheduler on
+    MODEL_WORKERS workers (``pipeline.graph.taskrecord``), with its critical path."""
+    from pipeline.graph.taskrecord import critical_path, replay
+
+    graph = res["graph"]
+    pred = {w: replay(graph, w)["wall"] for w in MODEL_WORKERS}
+    cp = critical_path(graph)
+    return {"recorded_workers": res.get("workers"), "measured_wall_s": res["wall"],
+            "predicted_wall_s": {str(w): v for w, v in pred.items()},
+            "predicted_speedup_vs_1": {str(w): pred[1] / v for w, v in pred.items()},
+            "critical_path_s": cp["length"], "client_serial_s": cp["client_seconds"],
+            "tasks_on_critical_path_s": cp["tasks_on_path"], "largest_task": cp["largest_task"],
+            "task_seconds_by_name": cp["task_seconds_by_name"], "n_tasks": cp["n_tasks"]}
+
+
+def model_checks(res: dict, one: dict, workers: int) -> dict:
+    """Predictions of the ``workers``-worker recording against the measured 1-worker
+    and ``workers``-worker builds (relative error), and the 1-worker recording's own."""
+    from pipeline.graph.taskrecord import replay
+
+    out = {}
+    for label, graph in (("from_n_worker_recording", res["graph"]), ("from_1_worker_recording", one["graph"])):
+        p1, pn = replay(graph, 1)["wall"], replay(graph, workers)["wall"]
+        out[label] = {"predicted_1_s": p1, "measured_1_s": one["wall"], "error_1": p1 / one["wall"] - 1,
+                      f"predicted_{workers}_s": pn, f"measured_{workers}_s": res["wall"], f"error_{workers}": pn / res["wall"] - 1}
+    return out
+
+
+def print_model(model: dict, out=sys.stdout) -> None:
+    pred, speed = model["predicted_wall_s"], model["predicted_speedup_vs_1"]
+    print("\nscaling model (recorded task graph replayed through a list scheduler):", file=out)
+    print("  workers: " + ", ".join(f"{w} -> {pred[w]:.1f}s ({speed[w]:.1f}x)" for w in pred), file=out)
+    lt = model["largest_task"] or {"name": "-", "seconds": 0.0}
+    on = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(model["tasks_on_critical_path_s"].items(), key=lambda kv: -kv[1]))
+    print(f"  critical path {model['critical_path_s']:.1f}s: client {model['client_serial_s']:.1f}s + tasks ({on or 'none'}); "
+          f"largest task {lt['name']} {lt['seconds']:.1f}s of {model['n_tasks']} tasks", file=out)
+    for label, c in model.get("checks", {}).items():
+        print("  check " + label + ": " + ", ".join(f"{k}={v:.3g}" for k, v in c.items()), file=out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", default="tiny")
@@ -393,6 +454,8 @@ def main() -> int:
             print("\ncomparisons (same machine, same run):")
             for k, v in cmp.items():
                 print(f"  {k}: " + ", ".join(f"{a}={b:.3g}" if isinstance(b, float) else f"{a}={b}" for a, b in v.items()))
+        model = scaling_model(res)
+        report["scaling_model"] = model
         if args.scaling:
             one = run_build(args, 1, os.path.join(tmp, "build1"))
             parallel = ("population", "genotypes", "genotype_zarr", "molecules", "molecules_write", "mri_render",
@@ -406,9 +469,11 @@ def main() -> int:
             sc = report["scaling"]
             print(f"\nscaling: parallel stages {sc['parallel_stages_one_s']:.1f}s with 1 worker, {sc['parallel_stages_n_s']:.1f}s "
                   f"with {args.workers}: {sc['speedup_parallel_stages']:.2f}x; whole build {one['wall']:.1f}s -> {res['wall']:.1f}s")
+            model["checks"] = model_checks(res, one, args.workers)
+        print_model(model)
         js = json.dumps(report, indent=2, default=float)
-        if args.json:
-            Path(args.json).write_text(js)
+        if args.json:  # the file has the recorded task graph too (the model's input)
+            Path(args.json).write_text(json.dumps({**report, "task_graph": res["graph"]}, indent=2, default=float))
         print("\nJSON:")
         print(js)
     finally:

@@ -71,13 +71,16 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     timer.lap("baseline_phenotype")
     hashes = {}
     if layout == "npz":
-        from ..imaging.writer import npz_bytes
+        from ..imaging.writer import npz_parts
 
         for i, sid in enumerate(subject_ids):
-            data = npz_bytes({"cine": cine[i], "t1map": t1map[i]})
+            parts = npz_parts({"cine": cine[i], "t1map": t1map[i]})
             rel = f"{folder}/{sid}.npz"
-            output.write_bytes(posixpath.join(output.release, rel), data)
-            hashes[rel] = (len(data), hashlib.sha256(data).hexdigest())
+            output.write_parts(posixpath.join(output.release, rel), parts)
+            h = hashlib.sha256()
+            for part in parts:
+                h.update(part)
+            hashes[rel] = (sum(memoryview(part).nbytes for part in parts), h.hexdigest())
     elif layout == "zarr":
         from ..imaging.writer import write_zarr_range
 
