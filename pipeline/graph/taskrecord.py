@@ -117,13 +117,30 @@ class Recorder:
         return g
 
 
-def replay(graph: dict, workers: int) -> dict:
+def _durations(graph: dict, use: str) -> list:
+    """Each task's work in seconds: its measured wall (``wall``) or its thread's CPU (``cpu``,
+    what a dedicated core would take when the recording's cores were shared)."""
+    if use == "cpu":
+        return [max(t["cpu"], 1e-6) if t.get("cpu") else t["duration"] for t in graph["tasks"]]
+    return [t["duration"] for t in graph["tasks"]]
+
+
+def replay(graph: dict, workers: int, cores: int | None = None, use: str = "wall") -> dict:
     """Predicted wall of the recorded ``graph`` on ``workers`` workers (a list scheduler,
-    module docstring); with the critical path (infinite workers) and the largest task."""
-    tasks, steps = graph["tasks"], graph["steps"]
+    module docstring).  ``cores``: the machine's cores, shared equally by whatever is
+    runnable (the running tasks and the client when it computes); None gives every
+    worker and the client a core of its own.  ``use``: task durations (see _durations)."""
+    dur = _durations(graph, use)
+    steps = graph["steps"]
+    if cores is None or cores >= workers + 1:
+        return _replay_dedicated(dur, steps, workers)
+    return _replay_shared(dur, steps, workers, cores)
+
+
+def _replay_dedicated(dur: list, steps: list, workers: int) -> dict:
     free = [0.0] * max(1, int(workers))  # heap of the times each worker frees
     heapq.heapify(free)
-    finish = [0.0] * len(tasks)
+    finish = [0.0] * len(dur)
     t = 0.0
     busy = 0.0
     for step in steps:
@@ -132,13 +149,75 @@ def replay(graph: dict, workers: int) -> dict:
         elif step[0] == "submit":
             i = step[1]
             start = max(t, heapq.heappop(free))
-            finish[i] = start + tasks[i]["duration"]
-            busy += tasks[i]["duration"]
+            finish[i] = start + dur[i]
+            busy += dur[i]
             heapq.heappush(free, finish[i])
         else:
             _, idx, overhead = step
             t = max([t] + [finish[i] for i in idx]) + overhead
     return {"workers": int(workers), "wall": t, "task_seconds": busy}
+
+
+def _replay_shared(dur: list, steps: list, workers: int, cores: int) -> dict:
+    """Processor sharing: every runnable thing progresses at min(1, cores / runnable)."""
+    from collections import deque
+
+    workers = max(1, int(workers))
+    queue: deque = deque()  # submitted tasks waiting for a worker, in submission order
+    running: dict = {}  # task -> work left
+    done: set = set()
+    t = 0.0
+    pos = 0
+    client_left = None  # work left of the client's current segment (None: at an event)
+    waiting = None  # the task indices the client's gather waits for
+    while True:
+        # start what the workers can take
+        while queue and len(running) < workers:
+            i = queue.popleft()
+            running[i] = dur[i]
+        # the client's next step, when it is not busy or waiting
+        while client_left is None and waiting is None and pos < len(steps):
+            step = steps[pos]
+            pos += 1
+            if step[0] == "client":
+                client_left = step[1] if step[1] > 0 else None
+            elif step[0] == "submit":
+                queue.append(step[1])
+                while queue and len(running) < workers:
+                    i = queue.popleft()
+                    running[i] = dur[i]
+            else:
+                waiting = (set(step[1]) - done, step[2])
+                if not waiting[0]:
+                    client_left = waiting[1] if waiting[1] > 0 else None
+                    waiting = None
+        client_runs = client_left is not None
+        if not running and not client_runs:
+            if waiting is None and pos >= len(steps):
+                break
+            if waiting is not None and not waiting[0]:
+                client_left, waiting = (waiting[1] if waiting[1] > 0 else None), None
+                continue
+            if not queue:
+                break  # nothing can progress (a gather of tasks never submitted)
+            continue
+        rate = min(1.0, cores / (len(running) + (1 if client_runs else 0)))
+        dt = min([left / rate for left in running.values()] + ([client_left / rate] if client_runs else []))
+        t += dt
+        for i in list(running):
+            running[i] -= dt * rate
+            if running[i] <= 1e-12:
+                del running[i]
+                done.add(i)
+                if waiting is not None:
+                    waiting[0].discard(i)
+        if client_runs:
+            client_left -= dt * rate
+            if client_left <= 1e-12:
+                client_left = None
+        if waiting is not None and not waiting[0]:
+            client_left, waiting = (waiting[1] if waiting[1] > 0 else None), None
+    return {"workers": workers, "wall": t, "task_seconds": sum(dur)}
 
 
 def critical_path(graph: dict) -> dict:
