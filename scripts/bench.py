@@ -2,7 +2,8 @@
 
     python scripts/bench.py [--scale tiny|small|paper|biobank] [--world standard-01]
                             [--workers N] [--release default|noimaging|zarr] [--compare]
-                            [--scaling] [--out DIR] [--json FILE] [--keep]
+                            [--scaling] [--out DIR] [--json FILE] [--keep] [--pixel-sink]
+                            [--set KEY=VALUE ...]
 
 Prints a stable per-stage table (wall s, CPU s, bytes written, MB/s, peak RSS of the
 whole process tree) and the same numbers as JSON.  It also measures the machine's floor
@@ -140,6 +141,15 @@ def stage_bytes(world_dir: str) -> dict:
     manifest = dir_bytes(os.path.join(rel, "MANIFEST.json"))
     total = dir_bytes(rel) + dir_bytes(sealed)
     clinical = dir_bytes(rel) - molecules - imaging - vcf - zarr_b - manifest
+    from pipeline.graph.imaging import pixel_sink
+
+    if pixel_sink() and os.path.exists(os.path.join(rel, "MANIFEST.json")):
+        # written, verified and removed group by group: the manifest has their sizes
+        doc = json.load(open(os.path.join(rel, "MANIFEST.json")))
+        sunk = sum(f["size"] for f in doc["files"] if f["path"].endswith(".npz")
+                   and not os.path.exists(os.path.join(rel, f["path"])))
+        imaging += sunk
+        total += sunk
     return {"genotype Zarr": zarr_b, "VCF": vcf, "molecules": molecules, "disease and clinical tables": clinical,
             "MRI write": imaging, "sealed": dir_bytes(sealed), "manifest": manifest, "total": total}
 
@@ -173,7 +183,7 @@ def floor_seconds(directory: str, nbytes: int, sample: int = FLOOR_SAMPLE_BYTES)
 
 def run_build(args, workers: int, out: str) -> dict:
     overrides = [f"world={args.world}", f"scale={args.scale}", f"out={out}", f"release={args.release}",
-                 "cluster=local", f"cluster.n_workers={workers}", "cluster.progress=false"]
+                 "cluster=local", f"cluster.n_workers={workers}", "cluster.progress=false", *args.set]
     resolved = config.load(overrides)
     res = timed_build(resolved)
     res["bytes"] = stage_bytes(res["world_dir"])
@@ -431,8 +441,17 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="build folder (default: a temporary folder, removed unless --keep)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="another config override, e.g. --set scale.participants=200000 --set scale.imaged=40000")
+    ap.add_argument("--pixel-sink", action="store_true",
+                    help="write each image group, verify it against its SHA-256 and remove it (pipeline.graph.imaging."
+                         "PIXEL_SINK_ENV): pixels at any scale on a small disk")
     ap.add_argument("--etkdg", type=int, default=200, help="screening worlds: molecules in the single-process RDKit ETKDG comparison")
     args = ap.parse_args()
+    if args.pixel_sink:  # before the cluster starts: its workers inherit it
+        from pipeline.graph.imaging import PIXEL_SINK_ENV
+
+        os.environ[PIXEL_SINK_ENV] = "1"
     kind = kinds.for_config(config.compose([f"world={args.world}"]))
     if kind is not kinds.BIOBANK:  # another kind of world (pipeline.kinds): its build, with its own comparison
         return kind_bench(args, kind)
@@ -446,7 +465,8 @@ def main() -> int:
         floor = floor_seconds(tmp, res["bytes"]["total"])
         rows = table(res)
         print(f"DrugTargetWorld bench: world={args.world} scale={args.scale} release={args.release} "
-              f"workers={args.workers} on {report['machine']['cpus']} CPUs, {report['machine']['memory_gib']} GiB")
+              f"workers={args.workers} on {report['machine']['cpus']} CPUs, {report['machine']['memory_gib']} GiB"
+              + (" (pixel sink: images verified and removed group by group)" if args.pixel_sink else ""))
         print_table(res, floor, rows)
         report.update({"stages": rows, "build_wall_s": res["wall"], "build_cpu_s": res["cpu"], "peak_rss_bytes": res["peak_rss"],
                        "bytes_written": res["bytes"]["total"], "floor_s": floor, "build_over_floor": res["wall"] / floor,
