@@ -481,7 +481,11 @@ def main() -> int:
         model = scaling_model(res)
         report["scaling_model"] = model
         if args.scaling:
+            if not args.keep:  # one world on disk at a time
+                shutil.rmtree(os.path.join(tmp, "build"), ignore_errors=True)
             one = run_build(args, 1, os.path.join(tmp, "build1"))
+            if not args.keep:
+                shutil.rmtree(os.path.join(tmp, "build1"), ignore_errors=True)
             parallel = ("population", "genotypes", "genotype_zarr", "molecules", "molecules_write", "mri_render",
                         "mri_write", "baseline_phenotype")
             def par_wall(r):
