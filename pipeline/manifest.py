@@ -46,11 +46,15 @@ def list_files(fs: Any, root: str) -> list:
     return sorted(out)
 
 
-def build_manifest(output: Output, root: str, known: dict | None = None, extra: dict | None = None, threads: int = 4) -> dict:
+def build_manifest(output: Output, root: str, known: dict | None = None, extra: dict | None = None, threads: int = 4,
+                   absent: Any = None) -> dict:
     """Manifest of ``root``; ``known`` maps relative paths to (size, sha256)
-    computed when the file was written, so large outputs are not read twice."""
+    computed when the file was written, so large outputs are not read twice.
+    ``absent``: paths of ``known`` to list although they are no longer on disk."""
     known = dict(known or {})
     rels = list_files(output.fs, root)
+    if absent:  # written, verified and removed (a pixel sink): listed as built
+        rels = sorted(set(rels) | {r for r in absent if r in known})
     todo = [r for r in rels if r not in known]
     with ThreadPoolExecutor(max_workers=threads) as pool:
         for rel, res in zip(todo, pool.map(lambda r: _hash_file(output.fs, posixpath.join(root, r)), todo)):

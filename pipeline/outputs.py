@@ -67,6 +67,25 @@ class Output:
             fh.write(data)
         self.fs.mv(tmp, path)
 
+    def write_parts(self, path: str, parts: list) -> None:
+        """Write the concatenation of ``parts`` (bytes-like) without joining them first."""
+        tmp = path + ".wip"
+        if self.protocol in ("file", "local"):
+            try:
+                fh = open(tmp, "wb")
+            except FileNotFoundError:
+                os.makedirs(posixpath.dirname(path), exist_ok=True)
+                fh = open(tmp, "wb")
+            with fh:
+                fh.writelines(parts)
+            os.replace(tmp, path)
+            return
+        self.makedirs(posixpath.dirname(path))
+        with self.fs.open(tmp, "wb") as fh:
+            for part in parts:
+                fh.write(part)
+        self.fs.mv(tmp, path)
+
     def write_text(self, path: str, text: str) -> None:
         self.write_bytes(path, text.encode("utf-8"))
 

@@ -40,7 +40,7 @@ TASK_PER_GENOTYPE = 10  #: haplotypes (2 x int8) and a standardised dosage per v
 OUT_PER_OMICS_VALUE = 4.1  #: compressed float32 protein, transcript and metabolite values
 OUT_PER_GENOTYPE_VCF = 0.34
 OUT_PER_GENOTYPE_ZARR = 0.19
-OUT_PER_SCAN = 1.15e6  #: one participant's cine and T1 map, compressed
+OUT_PER_SCAN = 1.246e6  #: one participant's npz: the cine stored (1.23 MB), the T1 map deflated
 OUT_PER_PARTICIPANT = 400  #: clinical tables, dictionary and sealed files
 
 
@@ -63,6 +63,10 @@ def estimate(cfg) -> Estimate:
     omics = 2 * OUT_PER_OMICS_VALUE * ((2 * p + m) * n + p * visit2)
     genotypes = (OUT_PER_GENOTYPE_VCF * n * v if r.vcf else 0) + (OUT_PER_GENOTYPE_ZARR * n * v if (r.vcf or r.genotype_zarr) else 0)
     scans = 0 if r.imaging == "none" else int(s.imaged) * (1 + (float(w.visit2_fraction) if r.visit2_imaging else 0))
+    from .graph.imaging import SUBJECTS_PER_TASK, pixel_sink
+
+    if scans and pixel_sink():  # each image group is verified and removed: only the groups in flight
+        scans = min(scans, 2 * SUBJECTS_PER_TASK * max(1, int(c.n_workers or os.cpu_count() or 1)))
     output = omics + genotypes + OUT_PER_SCAN * scans + OUT_PER_PARTICIPANT * n
     return Estimate(client=int(CLIENT_BASE + CLIENT_PER_PARTICIPANT * n), task=int(task), output=int(output))
 

@@ -2,7 +2,8 @@
 
     python scripts/bench.py [--scale tiny|small|paper|biobank] [--world standard-01]
                             [--workers N] [--release default|noimaging|zarr] [--compare]
-                            [--scaling] [--out DIR] [--json FILE] [--keep]
+                            [--scaling] [--out DIR] [--json FILE] [--keep] [--pixel-sink]
+                            [--set KEY=VALUE ...]
 
 Prints a stable per-stage table (wall s, CPU s, bytes written, MB/s, peak RSS of the
 whole process tree) and the same numbers as JSON.  It also measures the machine's floor
@@ -140,17 +141,35 @@ def stage_bytes(world_dir: str) -> dict:
     manifest = dir_bytes(os.path.join(rel, "MANIFEST.json"))
     total = dir_bytes(rel) + dir_bytes(sealed)
     clinical = dir_bytes(rel) - molecules - imaging - vcf - zarr_b - manifest
+    from pipeline.graph.imaging import pixel_sink
+
+    if pixel_sink() and os.path.exists(os.path.join(rel, "MANIFEST.json")):
+        # written, verified and removed group by group: the manifest has their sizes
+        doc = json.load(open(os.path.join(rel, "MANIFEST.json")))
+        sunk = sum(f["size"] for f in doc["files"] if f["path"].endswith(".npz")
+                   and not os.path.exists(os.path.join(rel, f["path"])))
+        imaging += sunk
+        total += sunk
     return {"genotype Zarr": zarr_b, "VCF": vcf, "molecules": molecules, "disease and clinical tables": clinical,
             "MRI write": imaging, "sealed": dir_bytes(sealed), "manifest": manifest, "total": total}
 
 
-def floor_seconds(directory: str, nbytes: int) -> float:
-    """Raw write of ``nbytes`` (incompressible, 64 MiB writes, fsync) on the output's disk."""
+#: The raw-write floor is measured on at most this many bytes and scaled to the world's
+#: size, so that it needs no more free disk than this beside the world (a biobank world's
+#: pixels would need as much again; the rate of a 2 GiB sequential write with fsync is the
+#: disk's sustained rate, past the page cache's first burst).
+FLOOR_SAMPLE_BYTES = 2 << 30
+
+
+def floor_seconds(directory: str, nbytes: int, sample: int = FLOOR_SAMPLE_BYTES) -> float:
+    """Raw write of ``nbytes`` (incompressible, 64 MiB writes, fsync) on the output's disk:
+    measured on ``min(nbytes, sample)`` bytes and scaled linearly."""
     buf = np.random.default_rng(0).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes()
     path = os.path.join(directory, "floor.bin")
+    written = max(1, min(int(nbytes), int(sample)))
     t = time.perf_counter()
     with open(path, "wb") as fh:
-        left = nbytes
+        left = written
         while left > 0:
             n = min(left, len(buf))
             fh.write(buf[:n])
@@ -159,15 +178,16 @@ def floor_seconds(directory: str, nbytes: int) -> float:
         os.fsync(fh.fileno())
     dt = time.perf_counter() - t
     os.remove(path)
-    return dt
+    return dt * nbytes / written
 
 
 def run_build(args, workers: int, out: str) -> dict:
     overrides = [f"world={args.world}", f"scale={args.scale}", f"out={out}", f"release={args.release}",
-                 "cluster=local", f"cluster.n_workers={workers}", "cluster.progress=false"]
+                 "cluster=local", f"cluster.n_workers={workers}", "cluster.progress=false", *args.set]
     resolved = config.load(overrides)
     res = timed_build(resolved)
     res["bytes"] = stage_bytes(res["world_dir"])
+    res["workers"] = workers
     return res
 
 
@@ -176,18 +196,22 @@ def timed_build(resolved, warm_up=None) -> dict:
     loaded first (``warm_up``: the kind's loader, default the biobank's) so that compile time stays
     off the clock; the build's wall, the process tree's CPU and peak RSS while it ran, overall
     and per stage."""
+    from pipeline.graph.taskrecord import Recorder
+
     executor = make_executor(resolved.cfg.cluster)
     executor.warm_up(warm_up)
     try:
         with TreeSampler() as sampler:
             cpu0 = sampler.cpu()
+            recorder = Recorder(executor)  # every task's duration and dependencies (the scaling model)
             t0 = time.perf_counter()
-            summary = build(resolved, executor=executor, progress=False)
+            summary = build(resolved, executor=recorder, progress=False)
             wall = time.perf_counter() - t0
+            graph = recorder.finish()
             cpu = sampler.cpu() - cpu0
     finally:
         executor.close()
-    return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": sampler.peak,
+    return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": sampler.peak, "graph": graph,
             "stage_peaks": sampler.stage_peaks(t0, summary["stages"]),
             "world_dir": os.path.join(resolved.cfg.out, resolved.cfg.world.id)}
 
@@ -224,8 +248,10 @@ def print_table(res: dict, floor: float, rows: list, out=sys.stdout) -> None:
                       for name, p in res.get("stage_peaks", {}).items())
     if peaks:
         print(f"peak RSS by client stage, GiB: {peaks}", file=out)
+    sample = min(total_b, FLOOR_SAMPLE_BYTES)
+    scaled = f" (measured on {sample / 1e6:.0f} MB, scaled)" if sample < total_b else ""
     print(f"floor: raw write of {total_b / 1e6:.0f} MB took {floor:.1f} s ({total_b / 1e6 / floor:.0f} MB/s); "
-          f"build / floor = {res['wall'] / floor:.1f}", file=out)
+          f"build / floor = {res['wall'] / floor:.1f}{scaled}", file=out)
     print("(task stages: summed over tasks on all workers; client stages: wall on the client)", file=out)
 
 
@@ -355,6 +381,55 @@ def _variants_from_store(g, contig_names):
     })
 
 
+#: Worker counts the scaling model predicts the build's wall for.
+MODEL_WORKERS = (1, 2, 8, 32, 128)
+
+
+def scaling_model(res: dict) -> dict:
+    """The recorded task graph of ``res`` replayed through a list scheduler on
+    MODEL_WORKERS workers (``pipeline.graph.taskrecord``), with its critical path."""
+    from pipeline.graph.taskrecord import critical_path, replay
+
+    graph = res["graph"]
+    pred = {w: replay(graph, w)["wall"] for w in MODEL_WORKERS}
+    cp = critical_path(graph)
+    return {"recorded_workers": res.get("workers"), "measured_wall_s": res["wall"],
+            "predicted_wall_s": {str(w): v for w, v in pred.items()},
+            "predicted_speedup_vs_1": {str(w): pred[1] / v for w, v in pred.items()},
+            "critical_path_s": cp["length"], "client_serial_s": cp["client_seconds"],
+            "tasks_on_critical_path_s": cp["tasks_on_path"], "largest_task": cp["largest_task"],
+            "task_seconds_by_name": cp["task_seconds_by_name"], "n_tasks": cp["n_tasks"]}
+
+
+def model_checks(res: dict, one: dict, workers: int) -> dict:
+    """Each recording (1 worker, ``workers`` workers) replayed for 1 and ``workers``
+    workers on this machine's cores (shared by the tasks and the client), against the
+    measured walls: relative errors."""
+    from pipeline.graph.taskrecord import replay
+
+    cores = os.cpu_count() or 1
+    measured = {1: one["wall"], workers: res["wall"]}
+    out = {}
+    for rec_w, graph in ((1, one["graph"]), (workers, res["graph"])):
+        for w in sorted(measured):
+            p = replay(graph, w, cores=cores)["wall"]
+            out[f"recorded_{rec_w}_predict_{w}"] = {"predicted_s": p, "measured_s": measured[w], "error": p / measured[w] - 1}
+    return out
+
+
+def print_model(model: dict, out=sys.stdout) -> None:
+    pred, speed = model["predicted_wall_s"], model["predicted_speedup_vs_1"]
+    print("\nscaling model (recorded task graph replayed through a list scheduler):", file=out)
+    print("  workers: " + ", ".join(f"{w} -> {pred[w]:.1f}s ({speed[w]:.1f}x)" for w in pred), file=out)
+    lt = model["largest_task"] or {"name": "-", "seconds": 0.0}
+    on = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(model["tasks_on_critical_path_s"].items(), key=lambda kv: -kv[1]))
+    print(f"  critical path {model['critical_path_s']:.1f}s: client {model['client_serial_s']:.1f}s + tasks ({on or 'none'}); "
+          f"largest task {lt['name']} {lt['seconds']:.1f}s of {model['n_tasks']} tasks", file=out)
+    for label, c in model.get("checks", {}).items():
+        print(f"  check {label.replace('_', ' ')} workers: predicted {c['predicted_s']:.1f}s, measured {c['measured_s']:.1f}s, "
+              f"error {100 * c['error']:+.1f} %", file=out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", default="tiny")
@@ -366,8 +441,17 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="build folder (default: a temporary folder, removed unless --keep)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="another config override, e.g. --set scale.participants=200000 --set scale.imaged=40000")
+    ap.add_argument("--pixel-sink", action="store_true",
+                    help="write each image group, verify it against its SHA-256 and remove it (pipeline.graph.imaging."
+                         "PIXEL_SINK_ENV): pixels at any scale on a small disk")
     ap.add_argument("--etkdg", type=int, default=200, help="screening worlds: molecules in the single-process RDKit ETKDG comparison")
     args = ap.parse_args()
+    if args.pixel_sink:  # before the cluster starts: its workers inherit it
+        from pipeline.graph.imaging import PIXEL_SINK_ENV
+
+        os.environ[PIXEL_SINK_ENV] = "1"
     kind = kinds.for_config(config.compose([f"world={args.world}"]))
     if kind is not kinds.BIOBANK:  # another kind of world (pipeline.kinds): its build, with its own comparison
         return kind_bench(args, kind)
@@ -381,7 +465,8 @@ def main() -> int:
         floor = floor_seconds(tmp, res["bytes"]["total"])
         rows = table(res)
         print(f"DrugTargetWorld bench: world={args.world} scale={args.scale} release={args.release} "
-              f"workers={args.workers} on {report['machine']['cpus']} CPUs, {report['machine']['memory_gib']} GiB")
+              f"workers={args.workers} on {report['machine']['cpus']} CPUs, {report['machine']['memory_gib']} GiB"
+              + (" (pixel sink: images verified and removed group by group)" if args.pixel_sink else ""))
         print_table(res, floor, rows)
         report.update({"stages": rows, "build_wall_s": res["wall"], "build_cpu_s": res["cpu"], "peak_rss_bytes": res["peak_rss"],
                        "bytes_written": res["bytes"]["total"], "floor_s": floor, "build_over_floor": res["wall"] / floor,
@@ -393,8 +478,14 @@ def main() -> int:
             print("\ncomparisons (same machine, same run):")
             for k, v in cmp.items():
                 print(f"  {k}: " + ", ".join(f"{a}={b:.3g}" if isinstance(b, float) else f"{a}={b}" for a, b in v.items()))
+        model = scaling_model(res)
+        report["scaling_model"] = model
         if args.scaling:
+            if not args.keep:  # one world on disk at a time
+                shutil.rmtree(os.path.join(tmp, "build"), ignore_errors=True)
             one = run_build(args, 1, os.path.join(tmp, "build1"))
+            if not args.keep:
+                shutil.rmtree(os.path.join(tmp, "build1"), ignore_errors=True)
             parallel = ("population", "genotypes", "genotype_zarr", "molecules", "molecules_write", "mri_render",
                         "mri_write", "baseline_phenotype")
             def par_wall(r):
@@ -406,9 +497,11 @@ def main() -> int:
             sc = report["scaling"]
             print(f"\nscaling: parallel stages {sc['parallel_stages_one_s']:.1f}s with 1 worker, {sc['parallel_stages_n_s']:.1f}s "
                   f"with {args.workers}: {sc['speedup_parallel_stages']:.2f}x; whole build {one['wall']:.1f}s -> {res['wall']:.1f}s")
+            model["checks"] = model_checks(res, one, args.workers)
+        print_model(model)
         js = json.dumps(report, indent=2, default=float)
-        if args.json:
-            Path(args.json).write_text(js)
+        if args.json:  # the file has the recorded task graph too (the model's input)
+            Path(args.json).write_text(json.dumps({**report, "task_graph": res["graph"]}, indent=2, default=float))
         print("\nJSON:")
         print(js)
     finally:

@@ -25,3 +25,19 @@ def test_bench_tiny_emits_table_and_json(tmp_path):
     assert peaks and set(peaks) <= set(doc["client_stages"])
     assert all(0 < p["client_rss_bytes"] <= p["peak_rss_bytes"] <= doc["peak_rss_bytes"] for p in peaks.values())
     assert "peak RSS by client stage" in out
+
+
+def test_task_graph_replay_list_scheduler():
+    """pipeline.graph.taskrecord: a recorded graph replayed on W workers (no timing)."""
+    from pipeline.graph.taskrecord import critical_path, replay
+
+    # client 1 s, four 2-s tasks, a gather of all, client 1 s
+    graph = {"tasks": [{"name": "t", "duration": 2.0, "cpu": 2.0}] * 4,
+             "steps": [("client", 1.0)] + [("submit", i) for i in range(4)] + [("gather", [0, 1, 2, 3], 0.0), ("client", 1.0)]}
+    assert replay(graph, 1)["wall"] == 10.0
+    assert replay(graph, 2)["wall"] == 6.0
+    assert replay(graph, 4)["wall"] == replay(graph, 128)["wall"] == 4.0
+    # two cores shared by two workers and a computing client: as dedicated once the client waits
+    assert abs(replay(graph, 2, cores=2)["wall"] - 6.0) < 1e-9
+    cp = critical_path(graph)
+    assert cp["length"] == 4.0 and cp["largest_task"] == {"name": "t", "seconds": 2.0}

@@ -286,14 +286,30 @@ def test_write_npz_roundtrip_deterministic_and_small(tmp_path, cohort):
     assert handle.getvalue() == path.read_bytes()
     with zipfile.ZipFile(path) as archive:
         assert archive.testzip() is None
-        assert all(info.date_time == (1980, 1, 1, 0, 0, 0) and info.compress_type == zipfile.ZIP_DEFLATED
-                   for info in archive.infolist())
+        assert all(info.date_time == (1980, 1, 1, 0, 0, 0) for info in archive.infolist())
+        # the cine is stored (its noisy pixels deflate ~10 %), the T1 map and geometry deflated
+        assert {info.filename: info.compress_type for info in archive.infolist()} == {
+            "cine.npy": zipfile.ZIP_STORED, "t1map.npy": zipfile.ZIP_DEFLATED,
+            "pixel_spacing_mm.npy": zipfile.ZIP_DEFLATED, "slice_thickness_mm.npy": zipfile.ZIP_DEFLATED,
+            "frame_interval_ms.npy": zipfile.ZIP_DEFLATED}
 
     # Speed against np.savez_compressed is measured by scripts/bench.py --compare, not here.
     batch = range(8)
     size_ours = sum(len(_npz(cine[i], t1map[i], ours=True)) for i in batch)
     size_theirs = sum(len(_npz(cine[i], t1map[i], ours=False)) for i in batch)
-    assert size_ours / size_theirs <= 1.05
+    assert size_ours / size_theirs <= 1.2
+    # the cine member is the array's .npy bytes as they are: a reader can map it in place
+    raw = path.read_bytes()
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("cine.npy")
+    start = info.header_offset + 30 + len(info.filename)
+    assert raw[start:start + info.file_size] == archive_npy(cine[0])
+
+
+def archive_npy(array):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
 
 
 def _npz(cine, t1map, ours):
@@ -325,3 +341,41 @@ def test_zarr_layout_written_from_two_processes(tmp_path, cohort):
     assert group["t1map"].attrs["slice_thickness_mm"] == 8.0 and "frame_interval_ms" not in group["t1map"].attrs
     with pytest.raises(ValueError):
         ImagingZarrWriter.open(url).write(5, cine[:2], t1map[:2])
+
+
+def test_measure_kernels_match_scipy():
+    """kernels.measure gives scipy.ndimage's masks and Gaussian smoothing bit for bit."""
+    from scipy import ndimage
+
+    from kernels.measure import erode_cross, gaussian_constant, lv_cavity
+    from pipeline.imaging import measure
+
+    rng = np.random.default_rng(7)
+    cross = ndimage.generate_binary_structure(2, 1)
+    weights = measure._smoothing_weights()
+    for _ in range(150):
+        m = np.ascontiguousarray(ndimage.binary_dilation(rng.random((40, 50)) < 0.04, iterations=int(rng.integers(1, 4))))
+        filled = ndimage.binary_fill_holes(m)
+        holes = filled & ~m
+        labels, n = ndimage.label(holes, structure=cross)
+        cav, fil, reg = (np.empty_like(m) for _ in range(3))
+        ok = lv_cavity(m, measure.MIN_CAVITY_PX, cav, fil, reg)
+        assert np.array_equal(fil, filled)
+        if n:
+            index = np.arange(1, n + 1)
+            inscribed = ndimage.maximum(ndimage.distance_transform_edt(holes), labels, index)
+            sizes = ndimage.sum_labels(holes, labels, index)
+            best = int(index[np.lexsort((sizes, inscribed))[-1]])
+            assert ok == (sizes[best - 1] >= measure.MIN_CAVITY_PX)
+            if ok:
+                assert np.array_equal(cav, labels == best)
+                assert np.array_equal(reg, ndimage.binary_dilation(cav, structure=cross) & filled)
+        else:
+            assert not ok
+        eroded = np.empty_like(m)
+        erode_cross(m, eroded)
+        assert np.array_equal(eroded, ndimage.binary_erosion(m, structure=cross))
+        v = np.where(m, rng.normal(1000.0, 100.0, m.shape), 0.0)
+        out = np.empty_like(v)
+        gaussian_constant(v, weights, out)
+        assert np.array_equal(out, ndimage.gaussian_filter(v, measure.T1_SMOOTH_SIGMA_PX, mode="constant"))

@@ -266,3 +266,18 @@ def test_leak_audit_passes_on_every_panel_world(tiny_panel):
     for w in panel_worlds("paper-v1"):
         report = audit(os.path.join(tiny_panel[0], w))
         assert report["passed"], (w, [(f["name"], f["detail"]) for f in report["findings"] if not f["passed"]])
+
+
+def test_panel_verify_and_remove(tmp_path, local_cluster):
+    """--verify-and-remove: each world verified against its manifests, then its pixels
+    (or the whole world) removed before the table is printed."""
+    out = tmp_path / "vr"
+    rows = run("paper-v1", ["panel.worlds=[standard-01]", "scale=tiny", f"out={out}", "cluster.progress=false"],
+               jobs=1, executor=local_cluster, remove="pixels")
+    assert [r["complete"] for r in rows] == [True] and rows[0]["removed"] == "pixels"
+    rel = out / "standard-01" / "release"
+    assert not (rel / "imaging").exists() and not (rel / "imaging_visit2").exists()
+    assert (rel / "MANIFEST.json").exists() and (out / "standard-01" / "sealed" / "MANIFEST.json").exists()
+    rows = run("paper-v1", ["panel.worlds=[null-01]", "scale=tiny", f"out={out}", "cluster.progress=false",
+                            "release=noimaging"], jobs=1, executor=local_cluster, remove="world")
+    assert [r["complete"] for r in rows] == [True] and not (out / "null-01").exists()

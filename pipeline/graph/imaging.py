@@ -28,6 +28,18 @@ if TYPE_CHECKING:  # annotations only: no import at run time
 
 SUBJECTS_PER_TASK = 64
 VISITS = {1: "imaging", 2: "imaging_visit2"}
+#: When set (to anything but "" or "0") in the workers' environment, each image group is
+#: written, read back and checked against the SHA-256 made when it was encoded, and then
+#: removed: the pixels go through the whole write path but need no disk beyond the groups
+#: in flight (the biobank scale with pixels, 150 GB, on a smaller disk; ``scripts/bench.py
+#: --pixel-sink``).  The release manifest still lists every image as built.
+PIXEL_SINK_ENV = "DTW_PIXEL_SINK"
+
+
+def pixel_sink() -> bool:
+    import os
+
+    return os.environ.get(PIXEL_SINK_ENV, "") not in ("", "0")
 
 
 def noise_keys(world: World, rows: np.ndarray, visit: int) -> np.ndarray:
@@ -59,7 +71,8 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     cached = marker.load(key)
     if cached is not None:
         res = pickle.loads(cached)
-        if all(_file_matches(output, posixpath.join(output.release, rel), sha) for rel, (_, sha) in res["hashes"].items()):
+        if pixel_sink() or all(_file_matches(output, posixpath.join(output.release, rel), sha)
+                               for rel, (_, sha) in res["hashes"].items()):
             res["timing"] = {"reused_partitions": (1.0, 0.0)}
             return res
     timer = StageTimer()
@@ -71,13 +84,22 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     timer.lap("baseline_phenotype")
     hashes = {}
     if layout == "npz":
-        from ..imaging.writer import npz_bytes
+        from ..imaging.writer import npz_parts
 
         for i, sid in enumerate(subject_ids):
-            data = npz_bytes({"cine": cine[i], "t1map": t1map[i]})
+            parts = npz_parts({"cine": cine[i], "t1map": t1map[i]})
             rel = f"{folder}/{sid}.npz"
-            output.write_bytes(posixpath.join(output.release, rel), data)
-            hashes[rel] = (len(data), hashlib.sha256(data).hexdigest())
+            output.write_parts(posixpath.join(output.release, rel), parts)
+            h = hashlib.sha256()
+            for part in parts:
+                h.update(part)
+            hashes[rel] = (sum(memoryview(part).nbytes for part in parts), h.hexdigest())
+        if pixel_sink():  # verify the group as written, then discard it
+            for rel, (size, sha) in hashes.items():
+                path = posixpath.join(output.release, rel)
+                if not _file_matches(output, path, sha):
+                    raise RuntimeError(f"{rel}: read back with another SHA-256 than written (pixel sink)")
+                output.rm(path)
     elif layout == "zarr":
         from ..imaging.writer import write_zarr_range
 

@@ -200,7 +200,9 @@ def encode_vcf(b: Build) -> None:
         b.prog.start("vcf")
         write_vcf(b.output.url(posixpath.join(b.output.release, GENOTYPES_VCF)), variant_table(b.world),
                   list(b.world.subject_ids()), contigs(), functools.partial(read_haplotype_blocks, b.geno_url),
-                  chunk_size=DEFAULT_CHUNK_SIZE, map_fn=functools.partial(windowed_map, b.executor))
+                  chunk_size=DEFAULT_CHUNK_SIZE,
+                  # chunks in flight: enough for every worker (results wait on the workers, gathered in order)
+                  map_fn=functools.partial(windowed_map, b.executor, window=max(8, 2 * int(b.executor.n_workers))))
     if b.geno_url is not None:
         from ..writers.release import genozarr
 
@@ -242,13 +244,18 @@ def finalise(b: Build) -> dict:
     b.prog.start("assemble")
     for res in b.executor.gather(b.assemble_futures):
         merge(b.timings, res["timing"])
+        if "size" in res:  # hashed as written: the manifest need not read the table again
+            b.known_hashes[posixpath.relpath(res["path"], b.output.release)] = (res["size"], res["sha256"])
     b.prog.start("sealed")
     plain = config.to_plain(b.cfg)
     write_sealed(b.output, b.world, b.cohort, plain, dict(plain.get("oracle", {})), b.baseline, b.traits_z,
                  b.traits_v1, imaging_features=b.feature_tables.get(1))
     b.prog.start("manifest")
     b.output.rm(b.output.work)
+    from .imaging import pixel_sink
+
+    absent = [r for r in b.known_hashes if r.endswith(".npz")] if pixel_sink() else None
     manifest = build_manifest(b.output, b.output.release, known=b.known_hashes,
-                              extra={"bundle": "release", "scale": str(b.cfg.scale.name)})
+                              extra={"bundle": "release", "scale": str(b.cfg.scale.name)}, absent=absent)
     b.output.write_json(posixpath.join(b.output.release, MANIFEST), manifest)
     return manifest

@@ -167,7 +167,8 @@ def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, col
     writer = None
     offset = 0
     h = hashlib.sha256()
-    with output.fs.open(tmp, "wb") as fh:
+    with output.fs.open(tmp, "wb") as raw:
+        fh = _HashingWriter(raw, h)  # the file's SHA-256 as it is written (the manifest's), not read back
         for g in range(0, n_blocks, row_group_blocks):
             arrays = []
             parts = Partitions(output, table)
@@ -192,8 +193,35 @@ def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, col
             writer.write_table(tbl)
         writer.close()
     output.fs.mv(tmp, dest)
-    with output.fs.open(dest, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
     timer.lap("parquet_assemble")
-    return {"table": table, "sha256": h.hexdigest(), "timing": timer.stats}
+    return {"table": table, "sha256": h.hexdigest(), "size": fh.size, "path": dest, "timing": timer.stats}
+
+
+class _HashingWriter:
+    """A binary file for pyarrow's ParquetWriter that hashes what it writes (sequential writes only)."""
+
+    def __init__(self, raw, h):
+        self._raw, self._h, self.size = raw, h, 0
+        self.closed = False
+
+    def write(self, data) -> int:
+        self._h.update(data)
+        n = memoryview(data).nbytes
+        self.size += n
+        self._raw.write(data)
+        return n
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the raw file is closed by its own context
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False

@@ -37,6 +37,7 @@ def build_kernels(release) -> list:
         names.append(("kernels.vcf_encode", "format_and_deflate_vcf_chunk"))
     if release.imaging != "none":
         names.append(("kernels.mri", "render_batch"))
+        names.append(("kernels.measure", "lv_cavity"))
     if release.imaging == "npz":
         names.append(("kernels.deflate", "deflate_member"))
     return names
@@ -88,4 +89,10 @@ def warm_up() -> bool:
 
     # both member kinds of an image file (8-bit cine, float32 T1 map)
     npz_bytes({"cine": np.zeros((1, 2, 4, 4), np.uint8), "t1map": np.zeros((1, 4, 4), np.float32)})
+    from ..imaging.measure import measure_subjects
+    from ..imaging.render import example_traits, render_subjects
+
+    # the renderer (parallel) and the baseline measurement's kernels, on one subject
+    cine, t1map = render_subjects(example_traits(np.random.default_rng(0), 1), np.zeros((1, 1)))
+    measure_subjects(cine, t1map)
     return True

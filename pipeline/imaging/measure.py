@@ -41,6 +41,7 @@ Per participant, from ``cine`` uint8 [3, frames, H, W] and ``t1map`` float32
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from scipy import ndimage
@@ -137,7 +138,20 @@ def _wall_thickness(mask: np.ndarray, cy: float, cx: float) -> float:
     return float(np.mean((end[ok] - start[ok]) * RAY_STEP_PX))
 
 
+@lru_cache(maxsize=1)
+def _smoothing_weights() -> np.ndarray:
+    """The 1-D weights ndimage.gaussian_filter uses for T1_SMOOTH_SIGMA_PX (truncate 4.0), computed
+    as scipy computes them (``_gaussian_kernel1d``; symmetric, so its reversal changes nothing)."""
+    radius = int(4.0 * T1_SMOOTH_SIGMA_PX + 0.5)
+    x = np.arange(-radius, radius + 1)
+    phi = np.exp(-0.5 / (T1_SMOOTH_SIGMA_PX * T1_SMOOTH_SIGMA_PX) * x ** 2)
+    return np.ascontiguousarray((phi / phi.sum())[::-1])
+
+
 def _t1_heterogeneity(t1: np.ndarray) -> float:
+    from kernels.measure import gaussian_constant
+
+    weights = _smoothing_weights()
     values = []
     for s in range(t1.shape[0]):
         mask = np.isfinite(t1[s])
@@ -146,8 +160,11 @@ def _t1_heterogeneity(t1: np.ndarray) -> float:
             continue
         m = mask[box].astype(np.float64)
         v = np.where(mask[box], t1[s][box], 0.0).astype(np.float64)
-        num = ndimage.gaussian_filter(v, T1_SMOOTH_SIGMA_PX, mode="constant")
-        den = ndimage.gaussian_filter(m, T1_SMOOTH_SIGMA_PX, mode="constant")
+        # ndimage.gaussian_filter(., T1_SMOOTH_SIGMA_PX, mode="constant"), bit for bit (kernels.measure)
+        num = np.empty_like(v)
+        den = np.empty_like(m)
+        gaussian_constant(v, weights, num)
+        gaussian_constant(m, weights, den)
         smoothed = num[mask[box]] / den[mask[box]]
         values.append(smoothed - smoothed.mean())
     if not values:
@@ -184,6 +201,36 @@ def _filling_lag(curve: np.ndarray) -> float:
     return (t_half - t_es) / frames
 
 
+def _slice_regions(mask_full: np.ndarray):
+    """(box, mask, cavity, filled, region) of one slice (step 2), or None: the crop and the
+    binary morphology in one Numba pass (``kernels.measure``; the same masks as scipy's)."""
+    from kernels.measure import crop_box, lv_cavity
+
+    y0, y1, x0, x1 = crop_box(mask_full, 3)
+    if y0 < 0:
+        return None
+    box = (slice(y0, y1), slice(x0, x1))
+    mask = np.ascontiguousarray(mask_full[box])
+    cavity = np.empty(mask.shape, dtype=bool)
+    filled = np.empty(mask.shape, dtype=bool)
+    region = np.empty(mask.shape, dtype=bool)
+    if not lv_cavity(mask, MIN_CAVITY_PX, cavity, filled, region):
+        return None
+    return box, mask, cavity, filled, region
+
+
+def _deep(image: np.ndarray, iterations: int) -> np.ndarray:
+    """``ndimage.binary_erosion(image, structure=_CROSS, iterations=iterations)``."""
+    from kernels.measure import erode_cross
+
+    out = image
+    for _ in range(iterations):
+        nxt = np.empty_like(image)
+        erode_cross(out, nxt)
+        out = nxt
+    return out
+
+
 def measure_subject(cine: np.ndarray, t1map: np.ndarray) -> dict:
     """Baseline features of one participant (cine uint8 [3, f, H, W], t1map float32 [3, H, W])."""
     out = dict.fromkeys(FEATURES, math.nan)
@@ -197,27 +244,22 @@ def measure_subject(cine: np.ndarray, t1map: np.ndarray) -> dict:
     regions = []
     mid_info = None
     for s in range(cine.shape[0]):
-        box = _crop_box(masks[s], margin=3)
-        if box is None:
+        info = _slice_regions(masks[s])
+        if info is None:
             regions.append(None)
             continue
-        mask = masks[s][box]
-        cavity, filled = _lv_cavity(mask)
-        if cavity is None:
-            regions.append(None)
-            continue
-        region = ndimage.binary_dilation(cavity, structure=_CROSS) & filled
+        box, mask, cavity, filled, region = info
         regions.append((box, cavity, region))
         if s == MID:
-            mid_info = (box, mask, cavity, filled, region)
+            mid_info = info
     if mid_info is None:
         out["qc_ok"] = False
         return out
 
     box, mask, cavity, filled, region = mid_info
     ed = cine[MID, 0][box].astype(np.float64)
-    deep_cavity = ndimage.binary_erosion(cavity, structure=_CROSS, iterations=2)
-    deep_myo = ndimage.binary_erosion(mask, structure=_CROSS)
+    deep_cavity = _deep(cavity, 2)
+    deep_myo = _deep(mask, 1)
     if deep_cavity.sum() < 5 or deep_myo.sum() < 5:
         out["qc_ok"] = False
         return out

@@ -1,12 +1,12 @@
 """Fast, deterministic writers for the released images.
 
 ``write_npz`` writes the standard ``.npz`` that ``np.load`` reads (a zip of
-``cine.npy``, ``t1map.npy`` and the acquisition geometry, :data:`GEOMETRY`),
-compressed (zip method 8, raw deflate) with
-:func:`kernels.deflate.deflate_runs` instead of zlib: on noisy MRI pixels, which
-compress only ~1.15x, entropy coding is nearly all there is to gain, and that
-kernel gets within a few per cent of ``np.savez_compressed``'s size in a small
-fraction of its time.  It is a pure function of the pixels (ISA-L, which is
+``cine.npy``, ``t1map.npy`` and the acquisition geometry, :data:`GEOMETRY`).
+The cine is stored (zip method 0, :data:`STORED_MEMBERS`): its noisy 8-bit pixels
+deflate only ~10 %, which did not pay for the CPU.  The T1 map and the geometry
+are compressed (zip method 8, raw deflate) with :func:`kernels.deflate.deflate_member`
+instead of zlib (the NaN background of a T1 map is long runs; the kernel gets
+within a few per cent of zlib's size in a fraction of its time).  It is a pure function of the pixels (ISA-L, which is
 faster still, was dropped because it does not give the same bytes in every
 process).  Members carry a fixed 1980-01-01 00:00:00 timestamp and no extra
 fields, so identical arrays give identical bytes.
@@ -36,8 +36,16 @@ NPZ_BLOCK_SIZE = 65535
 _DOS_TIME = 0
 _DOS_DATE = (1980 - 1980) << 9 | 1 << 5 | 1
 _VERSION = 20           # 2.0: deflate
+_VERSION_STORED = 10    # 1.0: stored
 _FLAGS = 0
 _METHOD_DEFLATE = 8
+_METHOD_STORED = 0
+#: Members written uncompressed (zip method 0) by default: the cine's noisy 8-bit
+#: pixels deflate only ~10 % (1.23 MB -> ~1.1 MB a participant), while coding them
+#: was more than half of a build's image-writing CPU; T1 maps (NaN background,
+#: ~92 % smaller) and the geometry stay deflated.  Any zip reader (np.load,
+#: zipfile, unzip) reads a stored member, and more cheaply.
+STORED_MEMBERS = ("cine",)
 
 #: In-plane pixel spacing (row, column) in mm: the template's nominal spacing, at
 #: which a wall of ``lv_wall_mm`` is rendered that many pixels thick.
@@ -78,9 +86,20 @@ def _deflate_member(array: np.ndarray, block_size: int) -> tuple[np.ndarray, int
     return payload, crc & 0xFFFFFFFF, header.size + data.size
 
 
-def npz_parts(arrays: dict, block_size: int = NPZ_BLOCK_SIZE, geometry: bool = True) -> list:
+def _stored_member(array: np.ndarray) -> tuple[list, int, int]:
+    """([npy header, data view], CRC-32, size) of one uncompressed .npy member (no copy of the data)."""
+    array = np.require(array, requirements="C")
+    header = _npy_header(array)
+    data = array.reshape(-1).view(np.uint8)
+    crc = isal_zlib.crc32(data, isal_zlib.crc32(header))
+    return [header, memoryview(data)], crc & 0xFFFFFFFF, len(header) + data.size
+
+
+def npz_parts(arrays: dict, block_size: int = NPZ_BLOCK_SIZE, geometry: bool = True,
+              stored: tuple = STORED_MEMBERS) -> list:
     """The buffers that make up an .npz holding ``arrays`` ({name: ndarray}, in order)
-    followed, for a released image (``geometry``), by the members of :data:`GEOMETRY`."""
+    followed, for a released image (``geometry``), by the members of :data:`GEOMETRY`.
+    Members named in ``stored`` are written uncompressed (zip method 0), the others deflated."""
     members = dict(arrays)
     if geometry:
         clash = sorted(set(members) & set(GEOMETRY))
@@ -92,26 +111,32 @@ def npz_parts(arrays: dict, block_size: int = NPZ_BLOCK_SIZE, geometry: bool = T
     offset = 0
     for name, array in members.items():
         filename = f"{name}.npy".encode()
-        payload, crc, size = _deflate_member(np.asarray(array), block_size)
-        if len(payload) >= 0xFFFFFFFF or size >= 0xFFFFFFFF:
+        if name in stored:
+            payload, crc, size = _stored_member(np.asarray(array))
+            method, version, n_payload = _METHOD_STORED, _VERSION_STORED, size
+        else:
+            deflated, crc, size = _deflate_member(np.asarray(array), block_size)
+            payload, method, version, n_payload = [deflated], _METHOD_DEFLATE, _VERSION, len(deflated)
+        if n_payload >= 0xFFFFFFFF or size >= 0xFFFFFFFF:
             raise ValueError(f"npz member {name} exceeds the 4 GiB a zip without ZIP64 can hold")
-        local = struct.pack("<4s5H3L2H", b"PK\x03\x04", _VERSION, _FLAGS, _METHOD_DEFLATE, _DOS_TIME, _DOS_DATE,
-                            crc, len(payload), size, len(filename), 0) + filename
-        central.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", _VERSION, _VERSION, _FLAGS, _METHOD_DEFLATE,
-                                   _DOS_TIME, _DOS_DATE, crc, len(payload), size, len(filename), 0, 0, 0, 0,
+        local = struct.pack("<4s5H3L2H", b"PK\x03\x04", version, _FLAGS, method, _DOS_TIME, _DOS_DATE,
+                            crc, n_payload, size, len(filename), 0) + filename
+        central.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", version, version, _FLAGS, method,
+                                   _DOS_TIME, _DOS_DATE, crc, n_payload, size, len(filename), 0, 0, 0, 0,
                                    0o100644 << 16, offset) + filename)
-        parts += [local, payload]
-        offset += len(local) + len(payload)
+        parts += [local, *payload]
+        offset += len(local) + n_payload
     directory = b"".join(central)
     parts += [directory, struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(central), len(central), len(directory),
                                      offset, 0)]
     return parts
 
 
-def npz_bytes(arrays: dict, block_size: int = NPZ_BLOCK_SIZE, geometry: bool = True) -> bytes:
+def npz_bytes(arrays: dict, block_size: int = NPZ_BLOCK_SIZE, geometry: bool = True,
+              stored: tuple = STORED_MEMBERS) -> bytes:
     """The bytes of an .npz holding ``arrays`` ({name: ndarray}, written in the given order)
     and, for a released image (``geometry``), the members of :data:`GEOMETRY`."""
-    return b"".join(npz_parts(arrays, block_size, geometry))
+    return b"".join(npz_parts(arrays, block_size, geometry, stored))
 
 
 def write_npz(path_or_fileobj, cine: np.ndarray, t1map: np.ndarray, block_size: int = NPZ_BLOCK_SIZE) -> int:
