@@ -17,6 +17,19 @@ from typing import Any
 
 import fsspec
 
+#: Imaged participants per image task (one group of files written, hashed and checked together).
+SUBJECTS_PER_TASK = 64
+#: When set (to anything but "" or "0") in the workers' environment, each image group is
+#: written, read back and checked against the SHA-256 made when it was encoded, and then
+#: removed: the pixels go through the whole write path but need no disk beyond the groups
+#: in flight (the biobank scale with pixels, 150 GB, on a smaller disk; ``scripts/bench.py
+#: --pixel-sink``).  The release manifest still lists every image as built.
+PIXEL_SINK_ENV = "DTW_PIXEL_SINK"
+
+
+def pixel_sink() -> bool:
+    return os.environ.get(PIXEL_SINK_ENV, "") not in ("", "0")
+
 
 class Output:
     def __init__(self, out_url: str, world_id: str):

@@ -22,6 +22,7 @@ import socket
 from dataclasses import dataclass
 
 from .config import ConfigError, Resolved, memory_limit_bytes
+from .outputs import SUBJECTS_PER_TASK, pixel_sink
 
 SCHEDULER_TIMEOUT = 5.0  #: seconds to wait for cluster.address to accept a connection
 REMOTE_TIMEOUT = 30.0  #: seconds to wait for a remote ``out=`` filesystem to connect and answer one query
@@ -63,8 +64,6 @@ def estimate(cfg) -> Estimate:
     omics = 2 * OUT_PER_OMICS_VALUE * ((2 * p + m) * n + p * visit2)
     genotypes = (OUT_PER_GENOTYPE_VCF * n * v if r.vcf else 0) + (OUT_PER_GENOTYPE_ZARR * n * v if (r.vcf or r.genotype_zarr) else 0)
     scans = 0 if r.imaging == "none" else int(s.imaged) * (1 + (float(w.visit2_fraction) if r.visit2_imaging else 0))
-    from .graph.imaging import SUBJECTS_PER_TASK, pixel_sink
-
     if scans and pixel_sink():  # each image group is verified and removed: only the groups in flight
         scans = min(scans, 2 * SUBJECTS_PER_TASK * max(1, int(c.n_workers or os.cpu_count() or 1)))
     output = omics + genotypes + OUT_PER_SCAN * scans + OUT_PER_PARTICIPANT * n

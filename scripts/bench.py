@@ -141,7 +141,7 @@ def stage_bytes(world_dir: str) -> dict:
     manifest = dir_bytes(os.path.join(rel, "MANIFEST.json"))
     total = dir_bytes(rel) + dir_bytes(sealed)
     clinical = dir_bytes(rel) - molecules - imaging - vcf - zarr_b - manifest
-    from pipeline.graph.imaging import pixel_sink
+    from pipeline.outputs import pixel_sink
 
     if pixel_sink() and os.path.exists(os.path.join(rel, "MANIFEST.json")):
         # written, verified and removed group by group: the manifest has their sizes
@@ -449,7 +449,7 @@ def main() -> int:
     ap.add_argument("--etkdg", type=int, default=200, help="screening worlds: molecules in the single-process RDKit ETKDG comparison")
     args = ap.parse_args()
     if args.pixel_sink:  # before the cluster starts: its workers inherit it
-        from pipeline.graph.imaging import PIXEL_SINK_ENV
+        from pipeline.outputs import PIXEL_SINK_ENV
 
         os.environ[PIXEL_SINK_ENV] = "1"
     kind = kinds.for_config(config.compose([f"world={args.world}"]))

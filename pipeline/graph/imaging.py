@@ -19,27 +19,14 @@ import pandas as pd
 from .. import seeds, streams
 from ..config import BLOCK_SIZE
 from ..modalities import phenotypes
-from ..outputs import Output
+from ..outputs import SUBJECTS_PER_TASK, Output, pixel_sink
 from .progress import StageTimer, merge
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from ..world import World
     from ..modalities.cohort import Cohort
 
-SUBJECTS_PER_TASK = 64
 VISITS = {1: "imaging", 2: "imaging_visit2"}
-#: When set (to anything but "" or "0") in the workers' environment, each image group is
-#: written, read back and checked against the SHA-256 made when it was encoded, and then
-#: removed: the pixels go through the whole write path but need no disk beyond the groups
-#: in flight (the biobank scale with pixels, 150 GB, on a smaller disk; ``scripts/bench.py
-#: --pixel-sink``).  The release manifest still lists every image as built.
-PIXEL_SINK_ENV = "DTW_PIXEL_SINK"
-
-
-def pixel_sink() -> bool:
-    import os
-
-    return os.environ.get(PIXEL_SINK_ENV, "") not in ("", "0")
 
 
 def noise_keys(world: World, rows: np.ndarray, visit: int) -> np.ndarray:

@@ -252,7 +252,7 @@ def finalise(b: Build) -> dict:
                  b.traits_v1, imaging_features=b.feature_tables.get(1))
     b.prog.start("manifest")
     b.output.rm(b.output.work)
-    from .imaging import pixel_sink
+    from ..outputs import pixel_sink
 
     absent = [r for r in b.known_hashes if r.endswith(".npz")] if pixel_sink() else None
     manifest = build_manifest(b.output, b.output.release, known=b.known_hashes,
