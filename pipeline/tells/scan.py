@@ -471,8 +471,8 @@ def _cache_key(world_dir: str) -> str:
     import inspect
 
     here = os.path.dirname(os.path.abspath(__file__))
-    for module in ("features.py", "sealed_checks.py"):
-        h.update(open(os.path.join(here, module), "rb").read())
+    for path in (*features.source_files(), os.path.join(here, "sealed_checks.py")):
+        h.update(open(path, "rb").read())
     h.update(inspect.getsource(analyse_world).encode())  # the rest of this module only pools and reports
     return h.hexdigest()[:20]
 
