@@ -531,10 +531,10 @@ def main(argv: Optional[list] = None) -> int:
     return COMMAND.main(argv, run)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 __all__ = ["COMMAND", "INSTRUCTIONS_URI", "PROG", "PROGRESS_EVERY_S", "PROMPT_NAME", "RESOURCE_NOT_FOUND", "SERVER_NAME",
            "EpisodeServer", "can_read_folder", "log", "main", "make_session", "run", "sealed_exposure", "task_prompt",
            "warn_if_sealed_readable"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
