@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import platform
 import posixpath
 import time
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from . import FORMAT_VERSION, __version__, config
+from .formats import FormatError, check_format
 from .outputs import Output
 
 RECORD = "build-record.json"
@@ -87,3 +90,17 @@ def write(output: Output, record: dict) -> str:
     path = posixpath.join(output.root, RECORD)
     output.write_json(path, record)
     return path
+
+
+def read(world_dir, error: type = FormatError) -> dict | None:
+    """``<world_dir>/build-record.json``, or None when it is absent or unreadable; a record of
+    another ``format_version`` than this version writes raises ``error`` naming the file."""
+    path = Path(world_dir) / RECORD
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    check_format(record.get("format_version"), FORMAT_VERSION, path, what="format_version", error=error)
+    return record

@@ -48,7 +48,8 @@ KIND_BUNDLES = ("pipeline.screening.bundle",)
 STAGES = (
     ("base", ("pipeline", "pipeline.paths", "pipeline.seeds", "pipeline.streams", "pipeline.bundle", "pipeline.ld",
               "pipeline.outputs", "pipeline.genotypes_io", "pipeline.kinds", "pipeline.screening",
-              "pipeline.screening.streams", "pipeline.screening.bundle", "pipeline.ledger", "pipeline.commandline")),
+              "pipeline.screening.streams", "pipeline.screening.bundle", "pipeline.ledger", "pipeline.commandline",
+              "pipeline.formats")),
     ("config", ("pipeline.config_schema", "pipeline.config_rules", "pipeline.config", "pipeline.preflight",
                 "pipeline.screening.config")),
     ("world", ("pipeline.world", "pipeline.pathways", "pipeline.loci", "pipeline.linkage", "pipeline.imaging.site_fields",

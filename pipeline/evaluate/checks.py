@@ -14,7 +14,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .fields import COMPONENTS, CONSISTENCY_TOLERANCE, FIELDS, KINDS, Field, PathLike, RecordError
+from ..formats import check_format
+from .fields import COMPONENTS, CONSISTENCY_TOLERANCE, FIELDS, KINDS, RECORD_FORMAT, Field, PathLike, RecordError
 
 
 def _is_number(value: Any) -> bool:
@@ -194,7 +195,8 @@ def load_records(path: PathLike) -> list[dict]:
     Raises
     ------
     RecordError
-        A line that is not a JSON object, naming the file and line.
+        A line that is not a JSON object, or a record of another ``record_format`` than
+        :data:`RECORD_FORMAT` (the one this version writes), naming the file and line.
     """
     records = []
     with open(path, encoding="utf-8") as handle:
@@ -207,5 +209,8 @@ def load_records(path: PathLike) -> list[dict]:
                 raise RecordError(f"{path}:{lineno}: not JSON ({error})") from None
             if not isinstance(record, dict):
                 raise RecordError(f"{path}:{lineno}: a JSON {type(record).__name__}, not a record object")
+            if "record_format" in record:  # a record without one is refused by validate_record (required)
+                check_format(record["record_format"], RECORD_FORMAT, f"{path}:{lineno}", what="record_format",
+                             error=RecordError)
             records.append(record)
     return records

@@ -69,6 +69,14 @@ def _ledger_counts(path: Path) -> dict:
     }
 
 
+def _check_transcript_format(transcript: Mapping, where: str) -> None:
+    """A transcript's ``format`` must be the one the harness writes (``TRANSCRIPT_FORMAT``)."""
+    from ..formats import check_format
+    from ..harness.core import TRANSCRIPT_FORMAT
+
+    check_format(transcript.get("format"), TRANSCRIPT_FORMAT, where, error=RecordError)
+
+
 def _transcript_counts(transcript: Mapping, kind: str) -> dict:
     turns = transcript.get("turns")
     if not isinstance(turns, list):
@@ -240,13 +248,19 @@ def record_from_score(
 
     transcript_path = None
     if isinstance(transcript, Mapping):
+        if "format" in transcript:  # a transcript in hand is checked when it says its format
+            _check_transcript_format(transcript, "transcript")
         counts = _transcript_counts(transcript, kind)
     else:
         recorded = episode.get("transcript")
         if recorded is None and isinstance(episode.get("episode_dir"), str):
             recorded = str(Path(episode["episode_dir"]) / "transcript.json")  # the screening summary names no file
         transcript_path = _resolve(transcript, recorded, "transcript")
-        counts = _transcript_counts(_read_json_file(transcript_path, "transcript"), kind) if transcript_path else None
+        counts = None
+        if transcript_path:
+            data = _read_json_file(transcript_path, "transcript")
+            _check_transcript_format(data, f"transcript={transcript_path}")
+            counts = _transcript_counts(data, kind)
     for key in ("no_code_turns", "turn_timeouts", "failed_runs", "truncated_replies") + (
             ("parse_failures",) if kind == "biobank" else ()):
         record[key] = counts[key] if counts else None

@@ -60,8 +60,8 @@ from typing import Optional
 from .schedule import (EXPECTED_S, HEARTBEAT_S, UNKNOWN_S, Progress, _episode_dir, _order, _slots, ignore_interrupts,
                        schedule)
 from .store import (EPISODE_DIRS, EPISODES, EVALUATE_FORMAT, EVALUATION, LOCK, PARQUET, RUN_FORMAT, RUNNER_JSON, RUNS,
-                    SUPERSEDED, EvaluationError, append_rows, atomic_write, cell_key, compact, locked, read_json,
-                    write_parquet)
+                    SUPERSEDED, EvaluationError, append_rows, atomic_write, cell_key, compact, locked, read_evaluation,
+                    read_json, write_parquet)
 from .task import FAILED_EXITS, FAILURE_MAX_CHARS, Job, crash_record, grid, pin_cores, play_episode
 from .worlds import WorldChanged, manifest_digests, prepare_worlds, verify_world
 
@@ -94,7 +94,7 @@ def run(plan, executor, *, log=None, started: Optional[float] = None, fresh_exec
     wall_start = time.time() if started is None else started
     out = Path(plan.out)
     with locked(out):
-        evaluation = read_json(out / EVALUATION)
+        evaluation = read_evaluation(out)
         recorded = evaluation.get("worlds") if isinstance(evaluation.get("worlds"), dict) else {}
         worlds, world_times = prepare_worlds(plan, executor, recorded, log)
         if world_times["worlds_built"] and fresh_executor is not None:
@@ -302,8 +302,8 @@ def summary_lines(summary: dict) -> list:
 
 
 
-__all__ = ["EPISODE_DIRS", "EPISODES", "EVALUATE_FORMAT", "EVALUATION", "EXPECTED_S", "EvaluationError",
-           "FAILED_EXITS", "FAILURE_MAX_CHARS", "HEARTBEAT_S", "Job", "LOCK", "PARQUET", "Progress", "RUN_FORMAT",
-           "RUNNER_JSON", "RUNS", "SUPERSEDED", "UNKNOWN_S", "WorldChanged", "cell_key", "compact", "crash_record",
-           "evaluate", "grid", "ignore_interrupts", "locked", "manifest_digests", "pin_cores", "play_episode",
-           "prepare_worlds", "read_json", "run", "schedule", "summary_lines", "verify_world", "write_parquet"]
+__all__ = ["EPISODE_DIRS", "EPISODES", "EVALUATE_FORMAT", "EVALUATION", "EXPECTED_S", "EvaluationError", "FAILED_EXITS",
+           "FAILURE_MAX_CHARS", "HEARTBEAT_S", "Job", "LOCK", "PARQUET", "Progress", "RUN_FORMAT", "RUNNER_JSON",
+           "RUNS", "SUPERSEDED", "UNKNOWN_S", "WorldChanged", "cell_key", "compact", "crash_record", "evaluate", "grid",
+           "ignore_interrupts", "locked", "manifest_digests", "pin_cores", "play_episode", "prepare_worlds",
+           "read_evaluation", "read_json", "run", "schedule", "summary_lines", "verify_world", "write_parquet"]

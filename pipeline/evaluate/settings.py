@@ -354,11 +354,10 @@ def world_overrides(overrides: list, worlds_out: str) -> list:
 
 
 def read_build_record(world_dir: Path) -> Optional[dict]:
-    path = world_dir / "build-record.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """The world's build-record.json (None: absent or unreadable); another format_version is a ConfigError."""
+    from ..buildrecord import read
+
+    return read(world_dir, error=ConfigError)
 
 
 def _world_state(world_id: str, world_dir: Path, digest: str, resolved) -> bool:

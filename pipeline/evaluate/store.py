@@ -140,6 +140,17 @@ def read_json(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def read_evaluation(out: Path) -> dict:
+    """``<out>/evaluation.json`` (empty when absent), its ``format`` checked: one this version writes."""
+    from ..formats import check_format
+
+    path = out / EVALUATION
+    doc = read_json(path)
+    if doc:
+        check_format(doc.get("format"), EVALUATE_FORMAT, path, error=EvaluationError)
+    return doc
+
+
 def write_parquet(records: list, path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq

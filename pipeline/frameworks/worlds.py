@@ -288,21 +288,21 @@ def world_key(resolved) -> str:
 def is_built(world_dir: Path, resolved=None) -> bool:
     """Both manifests written (the build finished) and, given ``resolved``, the build record
     naming the same config digest and the sealed record the same seed."""
-    import json
-
     import yaml
 
-    from ..buildrecord import RECORD, config_digest
+    from ..buildrecord import config_digest, read
 
     world_dir = Path(world_dir)
     if not ((world_dir / "release" / "MANIFEST.json").is_file() and (world_dir / "sealed" / "MANIFEST.json").is_file()):
         return False
     if resolved is None:
         return True
+    record = read(world_dir)  # another format_version raises, naming the file
     try:
-        record = json.loads((world_dir / RECORD).read_text())
         sealed = yaml.safe_load((world_dir / "sealed" / "world.yaml").read_text())
     except (OSError, ValueError, yaml.YAMLError):
+        return False
+    if record is None:
         return False
     return record.get("config_sha256") == config_digest(resolved.cfg) and _sealed_seed(sealed) == resolved.seed
 
