@@ -81,7 +81,7 @@ def test_sealed_truth_schema_and_mask(tiny_world_noimaging):
 
     sealed = os.path.join(tiny_world_noimaging, "sealed")
     truth = json.load(open(os.path.join(sealed, "truth.json")))
-    schema = json.load(open(os.path.join(os.path.dirname(__file__), "..", "pipeline", "schemas", "truth.schema.json")))
+    schema = json.load(open(os.path.join(os.path.dirname(__file__), "..", "schemas", "truth.schema.json")))
     jsonschema.validate(truth, schema)
     assert set(truth) == {"world_id", "archetype", "hard", "biases", "drivers", "surrogate", "decoys", "pairs"}
     assert len(truth["drivers"]) == 4 and {p["kind"] for p in truth["pairs"]} == {"T4", "A9"}

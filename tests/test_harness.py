@@ -433,7 +433,7 @@ def test_adversarial_agent_cannot_reach_the_truth_the_ledger_or_the_network(tiny
         "latent": str(world / "sealed" / "latent.parquet"),
         "ledger": str(out / "ledger.jsonl"),
         "transcript": str(out / "transcript.json"),
-        "seeds": str(REPO / "pipeline" / "conf" / "world" / "all-biases.yaml"),
+        "seeds": str(REPO / "conf" / "world" / "all-biases.yaml"),
     }
     code = f"TARGETS = {json.dumps(targets)!r}\nPORT = {port}\n" + ADVERSARY
     agent = Replies(py(code), py(SUBMIT_EMPTY))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from ..paths import SCHEMA_DIR
+
 #: The version of the record format; a record carries it as ``record_format``.
 RECORD_FORMAT = "drugtargetworld-evaluation-record/1"
 KINDS = ("biobank", "screening")
@@ -25,7 +27,7 @@ SAFETY_PENALTY_POINTS = -30.0
 #: A record's total must equal its parts to this tolerance (scores are sums of floats).
 CONSISTENCY_TOLERANCE = 1e-6
 EXIT_DETAIL_MAX_CHARS = 2000
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "evaluation-record.schema.json"
+SCHEMA_PATH = SCHEMA_DIR / "evaluation-record.schema.json"
 
 PathLike = Union[str, os.PathLike]
 
@@ -175,7 +177,7 @@ def _property(field: Field) -> dict:
 def record_schema() -> dict:
     """The JSON Schema (draft 2020-12) of one record, generated from :data:`FIELDS`.
 
-    ``pipeline/schemas/evaluation-record.schema.json`` is this dictionary written with
+    ``schemas/evaluation-record.schema.json`` is this dictionary written with
     ``json.dumps(record_schema(), indent=2) + "\\n"`` (:func:`write_schema`).
     """
     branches = []

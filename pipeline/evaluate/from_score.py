@@ -279,7 +279,7 @@ def record_from_score(
     for key in (*COMPONENTS, "safety_penalty", "total", "total_unclipped"):
         if key not in score:
             raise RecordError(f"score_json: missing {key!r}; valid: a biobank episode's score.json "
-                              "(pipeline/schemas/score.schema.json)")
+                              "(schemas/score.schema.json)")
         record[key] = score[key]
     target = details.get("target_identification") or {}
     nominations = details.get("nominations") or {}

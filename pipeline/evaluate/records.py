@@ -2,7 +2,7 @@
 
 A record is what ``<out>/episodes.jsonl`` holds, one line per episode.  Every field is
 declared once in :data:`FIELDS` (name, JSON type, kinds, whether required, meaning); the JSON
-Schema ``pipeline/schemas/evaluation-record.schema.json`` is generated from it
+Schema ``schemas/evaluation-record.schema.json`` is generated from it
 (:func:`record_schema`, checked by a test) and :func:`validate_records` enforces it with errors
 that name the record, the field, the bad value and what would be valid.
 
