@@ -10,7 +10,8 @@ Sections: ``config <kind>`` (every config field, its type, default and rule),
 ``release-tables`` (the release's Parquet columns), ``streams <kind>`` (the named
 random streams), ``schemas`` (every JSON Schema of ``pipeline/schemas/``),
 ``agent-api`` (agent API v1 from its docstrings), ``tools <kind>`` (an episode's tools)
-and ``calibration <json>`` (a screening calibration table from its committed JSON).
+``calibration <json>`` (a screening calibration table from its committed JSON) and
+``readme`` (README.md with its links rewritten for docs/index.md, the site's home page).
 """
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+#: A generated section's marker, on a line of its own: ``<!-- dtw:NAME ARG ... -->``.
+MARKER = re.compile(r"^<!-- dtw:([\w-]+)((?: [^ >]+)*) -->$", re.M)
+#: A Markdown link or image: (the text part with its opening parenthesis, the target, ")").
+LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s]+)(\))")
+FENCE = re.compile(r"^(```|~~~)")
 
 
 # ----------------------------------------------------------------------------- text helpers
@@ -132,8 +139,11 @@ def _field_rows(cls, prefix: str, world_cls) -> list[dict]:
 def derived_rules_table(kind: str) -> list[dict]:
     """The rows ``pipeline.config_rules.rules_table(kind)`` gives, derived from
     ``FIELD_RULES`` and the schema dataclasses (for a tree that has no rules_table yet)."""
-    from pipeline import config  # noqa: F401  (registers the schemas)
+    import importlib
+
     from pipeline import config_rules
+
+    importlib.import_module("pipeline.config")  # the schemas and their rules, as a build loads them
     from pipeline.config_schema import PanelAppConfig, RootConfig, WorldConfig
 
     if kind == "panel":
@@ -285,8 +295,11 @@ def section_release_tables() -> str:
 # ----------------------------------------------------------------------------- streams
 
 def section_streams(kind: str = "biobank") -> str:
+    import importlib
+
     from pipeline import streams
-    import pipeline.screening.streams  # noqa: F401  (registers the screening kind's streams)
+
+    importlib.import_module("pipeline.screening.streams")  # registers the screening kind's streams
 
     rows = []
     for s in streams.REGISTRY.values():
@@ -446,7 +459,42 @@ def section_calibration(json_path: str) -> str:
             "when the site is built.")
 
 
+def outside_fences(markdown: str, fn) -> str:
+    """Apply ``fn`` to the text outside fenced code blocks."""
+    out, chunk, fenced = [], [], False
+    for line in markdown.split("\n"):
+        if FENCE.match(line.lstrip()):
+            if not fenced:
+                out.append(fn("\n".join(chunk)) if chunk else None)
+                chunk = [line]
+                fenced = True
+                continue
+            chunk.append(line)
+            out.append("\n".join(chunk))
+            chunk, fenced = [], False
+            continue
+        chunk.append(line)
+    if chunk:
+        out.append("\n".join(chunk) if fenced else fn("\n".join(chunk)))
+    return "\n".join(x for x in out if x is not None)
+
+
+def section_readme() -> str:
+    """README.md as the home page docs/index.md: ``docs/x`` links become ``x``; links to other
+    repository files become ``../x`` (which the repo-file rule then serves)."""
+    def fix(text: str) -> str:
+        def one(m):
+            target = m.group(2)
+            if re.match(r"^[a-z][a-z0-9+.-]*:|^#|^/", target):
+                return m.group(0)
+            new = target[len("docs/"):] if target.startswith("docs/") else "../" + target
+            return m.group(1) + new + m.group(3)
+        return LINK.sub(one, text)
+    return outside_fences((ROOT / "README.md").read_text(), fix)
+
+
 SECTIONS = {
+    "readme": section_readme,
     "config": section_config,
     "bundle": section_bundle,
     "bundle-screening": section_bundle_screening,

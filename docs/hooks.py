@@ -23,29 +23,10 @@ import gen_reference  # noqa: E402  (beside this file)
 
 ROOT = gen_reference.ROOT
 REPO_PREFIX = "_repo"
-MARKER = re.compile(r"^<!-- dtw:([\w-]+)((?: [^ >]+)*) -->$", re.M)
-LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s]+)(\))")
-FENCE = re.compile(r"^(```|~~~)")
-
-
-def _outside_fences(markdown: str, fn) -> str:
-    """Apply ``fn`` to the text outside fenced code blocks."""
-    out, chunk, fenced = [], [], False
-    for line in markdown.split("\n"):
-        if FENCE.match(line.lstrip()):
-            if not fenced:
-                out.append(fn("\n".join(chunk)) if chunk else None)
-                chunk = [line]
-                fenced = True
-                continue
-            chunk.append(line)
-            out.append("\n".join(chunk))
-            chunk, fenced = [], False
-            continue
-        chunk.append(line)
-    if chunk:
-        out.append("\n".join(chunk) if fenced else fn("\n".join(chunk)))
-    return "\n".join(x for x in out if x is not None)
+MARKER = gen_reference.MARKER
+LINK = gen_reference.LINK
+_outside_fences = gen_reference.outside_fences
+readme_for_docs = gen_reference.section_readme
 
 
 def repo_target(page_src: str, target: str) -> str | None:
@@ -60,20 +41,6 @@ def repo_target(page_src: str, target: str) -> str | None:
     if rel.startswith("docs/") or rel.startswith(".."):
         return None
     return rel if (ROOT / rel).is_file() else None
-
-
-def readme_for_docs() -> str:
-    """README.md as the home page docs/index.md: ``docs/x`` links become ``x``; links to other
-    repository files become ``../x`` (which the repo-file rule then serves)."""
-    def fix(text: str) -> str:
-        def one(m):
-            target = m.group(2)
-            if re.match(r"^[a-z][a-z0-9+.-]*:|^#|^/", target):
-                return m.group(0)
-            new = target[len("docs/"):] if target.startswith("docs/") else "../" + target
-            return m.group(1) + new + m.group(3)
-        return LINK.sub(one, text)
-    return _outside_fences((ROOT / "README.md").read_text(), fix)
 
 
 def _repo_links(src: str, text: str) -> list[str]:
@@ -104,7 +71,7 @@ def on_page_markdown(markdown: str, page, config, files):
 
     def generated(m):
         name, args = m.group(1), m.group(2).split()
-        return readme_for_docs() if name == "readme" else gen_reference.render(name, *args)
+        return gen_reference.render(name, *args)
 
     markdown = MARKER.sub(generated, markdown)
 
