@@ -356,10 +356,19 @@ def section_schemas() -> str:
         if path.name == "release_tables.schema.json":
             out += ["Its tables are listed on [Bundle files](bundle.md#release-tables).", ""]
             continue
+        header = ["key", "type", "required", "constraints", "description"]
         rows: list = []
         _walk(schema, "", True, rows)
         if rows:
-            out += [table(["key", "type", "required", "constraints", "description"], rows), ""]
+            out += [table(header, rows), ""]
+        for word in ("oneOf", "anyOf"):
+            for i, alt in enumerate(schema.get(word) or [], 1):
+                alt_rows: list = []
+                _walk(alt, "", True, alt_rows)
+                out += [f"{'One' if word == 'oneOf' else 'At least one'} of the forms, {i}: "
+                        f"**{md(alt.get('title', ''))}**. {md(alt.get('description', ''))}", ""]
+                if alt_rows:
+                    out += [table(header, alt_rows), ""]
         for name, sub in (schema.get("$defs") or {}).items():
             sub_rows: list = []
             _walk(sub, "", True, sub_rows)
