@@ -261,9 +261,9 @@ def checks(world) -> tuple[list, dict]:
 
     # ---- outcomes ------------------------------------------------------------------------
     mort = world.table("mortality")
-    for key, measured in (("deaths_fraction", mort["death"].mean()),
-                          ("cardiac_deaths_fraction", (mort["cause"] == "cardiac").mean())):
-        t, target = tg[key], getattr(V, key)
+    for key, target, measured in (("deaths_fraction", V.deaths_fraction, mort["death"].mean()),
+                                  ("cardiac_deaths_fraction", V.cardiac_deaths_fraction, (mort["cause"] == "cardiac").mean())):
+        t = tg[key]
         se = np.sqrt(target * (1 - target) / n)
         label = "deaths / cohort" if key == "deaths_fraction" else "cardiac deaths / cohort"
         out.append(band(label, GROUP, float(measured), target, t["abs"] + t["k_se"] * se, t["source"], se=se))
