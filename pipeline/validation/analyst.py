@@ -44,8 +44,6 @@ def analyst_phenotype(world) -> np.ndarray:
     return ridge_cv(X, label, folds, alpha=10.0)
 
 
-
-
 def _lead_variant(geno: pd.DataFrame, y: np.ndarray):
     """The variant most correlated with ``y`` (an analyst's lead-variant scan).
     The centred float32 genotype matrix is built once per genotype frame; missing

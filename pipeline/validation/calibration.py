@@ -271,6 +271,7 @@ def checks(world) -> tuple[list, dict]:
     counts = meds.groupby("subject_id").size().reindex(cov.index, fill_value=0).to_numpy(float)
     t = tg["medication_rows_per_participant"]
     se = counts.std() / np.sqrt(n)
-    out.append(band("medication rows per participant", GROUP, counts.mean(), V.medication_rows_per_participant, t["abs"] + t["k_se"] * se, t["source"], se=se))
+    out.append(band("medication rows per participant", GROUP, counts.mean(), V.medication_rows_per_participant,
+                    t["abs"] + t["k_se"] * se, t["source"], se=se))
     plots["driver_instrument_r"] = driver_r
     return out, plots
