@@ -8,7 +8,7 @@ printed by ``python docs/gen_reference.py NAME [ARGS...]`` (e.g. ``config screen
 Sections: ``config <kind>`` (every config field, its type, default and rule),
 ``bundle`` and ``bundle-screening`` (the release and sealed files of each kind),
 ``release-tables`` (the release's Parquet columns), ``streams <kind>`` (the named
-random streams), ``schemas`` (every JSON Schema of ``pipeline/schemas/``),
+random streams), ``schemas`` (every JSON Schema of ``schemas/``),
 ``agent-api`` (agent API v1 from its docstrings), ``tools <kind>`` (an episode's tools)
 ``calibration <json>`` (a screening calibration table from its committed JSON) and
 ``readme`` (README.md with its links rewritten for docs/index.md, the site's home page).
@@ -347,7 +347,7 @@ def _walk(node: dict, path: str, required: bool, rows: list) -> None:
 
 
 def section_schemas() -> str:
-    folder = ROOT / "pipeline" / "schemas"
+    folder = ROOT / "schemas"  # the repository's root schemas/ (installed as pipeline/schemas)
     out = []
     for path in sorted(folder.glob("*.json")):
         schema = json.loads(path.read_text())
