@@ -72,12 +72,13 @@ def node_fields_with_rules(cls=None, world=None, prefix: str = "") -> list[str]:
     return out
 
 
-def _derive(cls, world=None, keep=lambda name: True) -> dict:
+def _derive(cls, world=None, keep=lambda name: True, what: str = "") -> dict:
+    """The declared rules of the leaves of ``cls`` that ``keep`` keeps; a leaf without one is an error."""
     rules = {k: r for k, r in declared_rules(cls, world).items() if keep(k)}
-    missing = sorted(k for k, r in rules.items() if not isinstance(r, Rule))
+    missing = [k for k, r in rules.items() if not isinstance(r, Rule)]
     if missing:
-        raise ValueError(f"{cls.__name__}: fields without a rule {missing}; valid: each leaf field declared with "
-                         "pipeline.config_schema.ruled(rule, default)")
+        raise ValueError(f"{what or cls.__name__}: fields without a rule {missing}; valid: each leaf field declared "
+                         "with pipeline.config_schema.ruled(rule, default)")
     return rules
 
 
@@ -101,7 +102,8 @@ WORLD_SCHEMAS: dict = {}
 def register_world_schema(kind: str, world_cls) -> dict:
     """Record kind ``kind``'s world schema (each leaf declaring its rule); returns every
     rule of its config (the shared non-world rules with its world's)."""
-    world_rules = _derive(RootConfig, world=world_cls, keep=lambda name: name.startswith("world."))
+    world_rules = _derive(RootConfig, world=world_cls, keep=lambda name: name.startswith("world."),
+                          what=f"world kind {kind!r} ({world_cls.__name__})")
     WORLD_SCHEMAS[kind] = (world_cls, world_rules)
     return kind_rules(kind)
 
