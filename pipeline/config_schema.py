@@ -552,14 +552,16 @@ class PanelAppConfig(RootConfig):
 
 
 def world_determining(cfg) -> dict:
-    """The world-determining config of a composed or resolved config, as plain data: every
+    """The world-determining config of a composed or resolved config (or of its plain
+    ``OmegaConf.to_container(cfg, resolve=True)``), as plain data: every
     field of the root but those declared ``determines_world=False`` (where the build runs,
     ``cluster``; where it is written, ``out`` and the seed file's path ``seeds``), with the
     world's ``seed`` field as the config gives it.  The one definition: sealed/world.yaml
     records it (with the seed), the build record's and the evaluation's digest
     (``pipeline.buildrecord.config_digest``) and resumption are over it."""
     skip = {f.name for f in dataclasses.fields(RootConfig) if f.metadata.get(DETERMINES_WORLD) is False}
-    return {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in skip}
+    plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    return {k: v for k, v in plain.items() if k not in skip}
 
 
 #: What the ConfigStore was last filled for: (the store, the other kinds registered then).

@@ -16,6 +16,7 @@ from omegaconf import MISSING, OmegaConf
 
 from ..config_rules import check_kind_config, register_world_schema
 from ..config_schema import CHOICE, CUSTOM, INT, NAME, NUM, PAIR, SEED, ConfigError, _need, ruled
+from ..config_schema import world_determining as _world_determining
 
 KIND = "screening"
 SCALE_CONFORMATIONS = {"tiny": 10_000, "small": 100_000, "paper": 1_000_000}
@@ -192,8 +193,11 @@ def estimate(cfg):
 
 
 def world_determining(resolved: ScreeningResolved) -> dict:
-    """The config that determines the world's bytes (what ``sealed/world.yaml`` records)."""
-    plain = OmegaConf.to_container(resolved.cfg.world, resolve=True)
+    """The config that determines a screening world's bytes (what ``sealed/world.yaml`` records
+    and resumption matches): of the shared definition (``pipeline.buildrecord.world_determining``),
+    the world with its library size and seed, the scale's name and the release format."""
+    doc = _world_determining(resolved.cfg)
+    plain = doc["world"]
     plain["conformations"] = resolved.n
     plain["seed"] = hex(resolved.seed)
-    return {"world": plain, "scale": str(resolved.cfg.scale.name), "release": {"format": "screening/1"}}
+    return {"world": plain, "scale": str(doc["scale"]["name"]), "release": {"format": "screening/1"}}
