@@ -13,9 +13,10 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
+from . import kinds
 from .config_schema import (  # the rules' vocabulary, re-exported (__all__)
     CHOICE, COEF, CUSTOM, FLAG, INT, INT32_MAX, NAME, NUM, PAIR, RULE, SD, SEED, TEXT, ConfigError, PanelAppConfig,
-    RootConfig, Rule, WorldConfig, _need, _show, memory_limit_bytes
+    RootConfig, Rule, WorldConfig, _need, _show, memory_limit_bytes, register_configs
 )
 
 
@@ -41,10 +42,13 @@ def _leaf_fields(cls, prefix: str = "", world=None, node: Any = None) -> list[tu
     a node the schema leaves MISSING, such as the root's scale, shows its class's defaults)."""
     hints = _hints(cls, world)
     if not dataclasses.is_dataclass(node) or isinstance(node, type):
-        node = cls()
+        try:
+            node = cls()
+        except TypeError:  # a field without a default: the config must set it ("???", as OmegaConf's MISSING)
+            node = None
     out = []
     for f in dataclasses.fields(cls):
-        t, value = hints[f.name], getattr(node, f.name)
+        t, value = hints[f.name], getattr(node, f.name, "???")
         if dataclasses.is_dataclass(t):
             out += _leaf_fields(t, f"{prefix}{f.name}.", node=value)
         else:
@@ -192,9 +196,6 @@ def _world_schema_of(kind: str):
     if kind == "biobank":
         return WorldConfig
     if kind not in WORLD_SCHEMAS:
-        from . import kinds
-        from .config_schema import register_configs
-
         known = kinds.registered()
         if kind not in known:
             raise ValueError(f"kind: {kind!r} is not a registered world kind; valid: {', '.join([*known, 'panel'])}")
@@ -228,13 +229,14 @@ def _default_text(value) -> str:
 
 def rules_table(kind: str = "biobank") -> list[dict]:
     """One row per leaf field of a config of kind ``kind`` (a registered kind of world, or
-    ``"panel"`` for the panel app's own fields), in the schema's order, for the docs:
+    ``"panel"``: the panel app's fields besides a world's), in the schema's order, for the docs:
     ``{"field": dotted name, "type": "int" | "list of float" | "str or null" | ...,
     "default": the schema's default as YAML spells it ("???" when the config must set it;
     a scale's sizes come from conf/scale/), "rule": what is valid (the text an error
     message ends with)}``.  Every value is a string."""
     if kind == "panel":
-        leaves, rules = _leaf_fields(PanelAppConfig), PANEL_FIELD_RULES
+        leaves = _leaf_fields(PanelAppConfig)
+        rules = {name: rule for name, rule in {**FIELD_RULES, **PANEL_FIELD_RULES}.items() if not name.startswith("world.")}
     else:
         world = _world_schema_of(kind)
         leaves, rules = _leaf_fields(RootConfig, world=world), kind_rules(kind)
