@@ -64,8 +64,8 @@ IMAGE_SUFFIX = ".npz"
 IMAGE_GEOMETRY_KEYS = ("pixel_spacing_mm", "slice_thickness_mm", "frame_interval_ms")
 #: The schemas: inside the package of a wheel (pipeline/schemas), else the repository's root schemas/
 #: (a checkout or an editable install; this module imports nothing of the package, see pipeline.paths).
-_SCHEMAS = next((d for d in (Path(__file__).resolve().parent / "schemas", Path(__file__).resolve().parent.parent / "schemas")
-                 if d.is_dir()), Path(__file__).resolve().parent / "schemas")
+_HERE = Path(__file__).resolve().parent
+_SCHEMAS = next((d for d in (_HERE / "schemas", _HERE.parent / "schemas") if d.is_dir()), _HERE / "schemas")
 TABLE_SCHEMA = _SCHEMAS / "release_tables.schema.json"
 
 # ----------------------------------------------------------------------------- sealed/
