@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from pipeline import __version__, buildrecord, config
+from pipeline import FORMAT_VERSION, __version__, buildrecord, config
 from pipeline.config_schema import DETERMINES_WORLD, RootConfig
 
 HELDOUT_SEED = "0x" + "c3" * 16
@@ -98,7 +98,8 @@ def _fake_build(world_dir, digest: str, record: dict | None = None) -> None:
     for bundle in ("release", "sealed"):
         (world_dir / bundle).mkdir(parents=True)
         (world_dir / bundle / "MANIFEST.json").write_text("{}")
-    (world_dir / "build-record.json").write_text(json.dumps({"config_sha256": digest}))
+    # as pipeline.buildrecord writes it: its format_version (checked on read) and the config digest
+    (world_dir / "build-record.json").write_text(json.dumps({"format_version": FORMAT_VERSION, "config_sha256": digest}))
     if record is not None:
         (world_dir / "sealed" / "world.yaml").write_text(yaml.safe_dump(record, sort_keys=True))
 
