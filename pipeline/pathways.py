@@ -59,17 +59,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Ordinary covariate coefficients per protein (age per year, sex, BMI per kg/m2, smoking):
-#: means are the supplement's fixed terms (smoking none), spreads about half of each.
-COVARIATE_MEAN = np.array([0.01, 0.10, 0.02, 0.0])
-COVARIATE_SD = np.array([0.005, 0.05, 0.01, 0.05])
-COVARIATE_CENTRES = np.array([55.0, 0.0, 27.0, 0.0])
+from .linkage import latent_model
+from .model.constants import (COREGULATED_SHARED, L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS,
+                              PROTEIN_RESIDUAL)
+from .model.linear import content, mm, sigma_matrix, var_of
+
 #: Proteins feeding one ordinary pathway (inclusive range; a world with drivers deals
 #: around the number that feed L, ``upstream_range``), and following it.
 UPSTREAM = (2, 6)
 FOLLOWERS = (1, 2)
-#: Blocks of the world's own population used to measure the covariates' covariance.
-MOMENT_BLOCKS = 8
 
 
 #: Follower kinds (``PathwayModel.follower_kind``).
@@ -123,24 +121,6 @@ class PathwayModel:
         return {"pathways": out, "loading": self.loading,
                 "special_residual": {k: round(float(v), 6) for k, v in self.special_residual.items()},
                 "path_factor_covariate_share": {k: round(float(v), 6) for k, v in self.path_share.items()}}
-
-
-def covariate_matrix(pop: dict) -> np.ndarray:
-    """X = (age - 55, sex, BMI - 27, smoking), float64 [n, 4]."""
-    return np.column_stack([pop["age"] - COVARIATE_CENTRES[0], pop["sex"].astype(np.float64),
-                            pop["bmi"] - COVARIATE_CENTRES[2], pop["smoking"].astype(np.float64)])
-
-
-def covariate_moments(world) -> tuple:
-    """Mean and covariance of X over the world's first blocks (elementwise sums: the same
-    bits in every process), and the SDs of age and BMI."""
-    from .modalities.population import population_block
-
-    x = np.concatenate([covariate_matrix(population_block(world, b)) for b in range(min(world.n_blocks, MOMENT_BLOCKS))])
-    mean = x.mean(axis=0)
-    c = x - mean
-    cov = np.array([[float(np.mean(c[:, i] * c[:, j])) for j in range(4)] for i in range(4)])
-    return mean, cov
 
 
 def upstream_range(n_drivers: int, delayed: bool) -> tuple:
@@ -211,59 +191,12 @@ def _deal(rng, eligible: np.ndarray, must_feed: set, n_up: tuple, shape_of) -> t
     return [np.array(sorted(u), dtype=np.int64) for u in upstream], delayed, follows
 
 
-def mm(a, b) -> np.ndarray:
-    """Matrix product with a fixed summation order (kernels.linalg): these values become
-    world parameters, whose bits may not depend on BLAS paths or memory alignment."""
-    from kernels.linalg import dot
-
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    out = dot(a.reshape(1, -1) if a.ndim == 1 else a, b.reshape(-1, 1) if b.ndim == 1 else b)
-    if a.ndim == 1 and b.ndim == 1:
-        return out[0, 0]
-    return out[0] if a.ndim == 1 else (out[:, 0] if b.ndim == 1 else out)
-
-
-_mm = mm
-
-
-def gauss_hermite(fn, n: int = 64) -> float:
-    x, w = np.polynomial.hermite_e.hermegauss(n)
-    return float(np.sum(w * fn(x)) / np.sqrt(2 * np.pi))
-
-
-def sigma_matrix(F: int, cov_x: np.ndarray) -> np.ndarray:
-    """Covariance of Z = (F shared factors, X covariates)."""
-    sigma = np.zeros((F + 4, F + 4))
-    sigma[:F, :F] = np.eye(F)
-    sigma[F:, F:] = cov_x
-    return sigma
-
-
-def content(world, p) -> np.ndarray:
-    """Z content (factor loadings, covariate coefficients) of protein p's ordinary raw value."""
-    return np.concatenate([world.protein_loadings[p], world.protein_cov[p]])
-
-
-def var_of(q, sigma) -> float:
-    return float(mm(mm(q, sigma), q))
-
-
-def raw_variance(world, p, sigma) -> float:
-    """Variance of protein p's ordinary raw value (cis, trans, factors, covariates, residual 0.8)."""
-    from .world import PROTEIN_RESIDUAL
-
-    trans = 0.01 if world.protein_master[p] >= 0 else 0.0
-    return float(world.protein_h2[p] + trans + var_of(content(world, p), sigma) + PROTEIN_RESIDUAL ** 2)
-
-
 def follower_carry(resid_carry: float, residual: float, loading: float, rho: float, carried: float) -> float:
     """Visit-to-visit correlation of a follower's own residual (SD ``residual``) that makes
     its stability an ordinary protein's: carry r^2 + rho l^2 = c 0.8^2 + l^2 k, with c the
     ordinary residual carry, rho the path's correlation between the visits and k its
     factor and covariate share as it carries to visit 2 (the T2 decoy's and the A9
     partner's own formula, ``pipeline.modalities.cohort.visit2_specials``)."""
-    from .world import PROTEIN_RESIDUAL
-
     r2 = residual ** 2
     if r2 <= 0:
         return 0.0
@@ -276,17 +209,17 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
           late_ratio: tuple = (1.15, 1.45), base_fraction: tuple = (0.04, 0.10), residual_range: tuple = (0.55, 0.55),
           loading_range: tuple = (0.50, 0.50), late_followers: tuple = (1, 1)) -> PathwayModel:
     """Deal the ordinary proteome into pathways and fit every follower's own loadings,
-    covariate coefficients and residual to its path (module docstring).  Changes
-    ``world.protein_loadings`` and ``world.protein_cov`` of followers in place.
+    covariate coefficients and residual to its path (module docstring).  Returns the
+    PathwayModel and every protein's factor loadings and covariate coefficients with the
+    followers' fitted (``world``'s are the ordinary draws, read and not changed).
     ``direct_pool(k)`` gives k variants for the pathways' own variants; ``absent_rate`` is the
-    share of pathways nobody follows."""
-    from .linkage import latent_model
-    from .world import COREGULATED_SHARED, L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, PROTEIN_RESIDUAL
-
+    share of pathways nobody follows; ``cov_x`` is the covariates' covariance on the world's
+    first population blocks (``pipeline.model.sampler.covariate_moments``)."""
     P = world.n_proteins
     F = world.protein_loadings.shape[1]
     r = world.roles
     total_loadings = world.protein_loadings.copy()
+    protein_loadings, protein_cov = world.protein_loadings.copy(), world.protein_cov.copy()
     sigma = sigma_matrix(F, cov_x)
     trans_var = np.where(world.protein_master >= 0, 0.01, 0.0)
     legacy_shapes = world.leaky("pathway_shapes")
@@ -358,8 +291,8 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     def fit_follower(p, a, l):
         """Own loadings and covariates = ordinary draw - l x path content; returns the
         share of the path's variance in factors and covariates."""
-        world.protein_loadings[p] = world.protein_loadings[p] - l * a[:F]
-        world.protein_cov[p] = world.protein_cov[p] - l * a[F:]
+        protein_loadings[p] = protein_loadings[p] - l * a[:F]
+        protein_cov[p] = protein_cov[p] - l * a[F:]
         return var_of(a, sigma)
 
     def carried_share(a):
@@ -445,13 +378,14 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         if p is not None and role not in special:  # no drivers: L carries no protein
             l = t2_loading if role == "T2" else a9_loading
             special[role] = float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - l ** 2, 0.0)))
-    return PathwayModel(upstream=members, coef=coef, extra=np.array(extra, dtype=np.float64), follows=follows,
-                        direct_variant=direct_variant, direct=np.array(direct, dtype=np.float64),
-                        loading=loading, residual_sd=residual_sd, visit2_carry=carry, special_residual=special,
-                        path_share=share, path_carried=carried, path_covariates=path_cov, total_loadings=total_loadings,
-                        follower_kind=kind_of, delayed=list(delayed_of), late_coef=late_coef,
-                        late_k=np.array(late_k, dtype=np.float64), rho=np.array(rho_m, dtype=np.float64),
-                        cov_change=np.array(cov_change, dtype=np.float64).reshape(-1, 2, 4), weights=weights_m,
-                        visit2_recomputed=world.leaky("visit2_recomputed"), follower_loading=follower_loading,
-                        residual=np.array(residual_m, dtype=np.float64),
-                        cov_coef=np.array(cov_coef, dtype=np.float64).reshape(-1, 4))
+    model = PathwayModel(upstream=members, coef=coef, extra=np.array(extra, dtype=np.float64), follows=follows,
+                         direct_variant=direct_variant, direct=np.array(direct, dtype=np.float64),
+                         loading=loading, residual_sd=residual_sd, visit2_carry=carry, special_residual=special,
+                         path_share=share, path_carried=carried, path_covariates=path_cov, total_loadings=total_loadings,
+                         follower_kind=kind_of, delayed=list(delayed_of), late_coef=late_coef,
+                         late_k=np.array(late_k, dtype=np.float64), rho=np.array(rho_m, dtype=np.float64),
+                         cov_change=np.array(cov_change, dtype=np.float64).reshape(-1, 2, 4), weights=weights_m,
+                         visit2_recomputed=world.leaky("visit2_recomputed"), follower_loading=follower_loading,
+                         residual=np.array(residual_m, dtype=np.float64),
+                         cov_coef=np.array(cov_coef, dtype=np.float64).reshape(-1, 4))
+    return model, protein_loadings, protein_cov

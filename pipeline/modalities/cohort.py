@@ -13,10 +13,10 @@ import numpy as np
 
 from .. import blocks, streams
 from ..blocks import zscore
-from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, L_AGE, L_BMI,
-                     L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
-                     OTHER_BASE, World)
-from ..world import PROTEIN_RESIDUAL
+from ..model.constants import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, L_AGE, L_BMI,
+                               L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
+                               OTHER_BASE, PROTEIN_RESIDUAL)
+from ..model.world import World
 from .molecules import VISIT2_RESID_CARRY, covariate_terms, finish_moments
 
 # Proteins whose equation a bias replaces: (bias, loading field, supplement residual field).

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import seeds
-from ..pathways import covariate_matrix
-from ..world import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
+from ..model.constants import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
+from ..model.linear import covariate_matrix
 
 
 

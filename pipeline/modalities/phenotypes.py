@@ -19,7 +19,7 @@ import numpy as np
 from .. import blocks, streams
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from ..world import World
+    from ..model.world import World
     from .cohort import Cohort
 
 # S1.3 principal loadings (EDV, ESV, wall thickness, wall motion, diastolic lag, native T1).

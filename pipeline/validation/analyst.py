@@ -14,7 +14,7 @@ import pandas as pd
 from .. import bundle
 from ..config import T1Params, T2Params, T3Params, T7Params, T8Params, T9Params
 from ..modalities.phenotypes import T8_IMAGING_C
-from ..world import CARDIAC_L, CENTRE_CODES, LATE_DRIVERS
+from ..model.constants import CARDIAC_L, CENTRE_CODES, LATE_DRIVERS
 from .core import Check, at_least, band
 from .mechanisms import (K_SE, MIN_POWER_Z, SUPPLEMENT_MIN_WEIGHT, Z_NULL, Z_SIG, Ctx, _skip, analyst_phenotype)
 from .stats import corr_z, ols, poisson, ridge_cv

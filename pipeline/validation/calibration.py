@@ -8,7 +8,7 @@ import pandas as pd
 from scipy import stats
 
 from ..ld import expected_haplotype_r
-from ..world import AF_A, AF_B, AF_FLOOR, AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, CENTRE_CODES, MALE_P
+from ..model.constants import AF_A, AF_B, AF_FLOOR, AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, CENTRE_CODES, MALE_P
 from .core import Check, band, targets
 
 GROUP = "calibration"

@@ -20,8 +20,8 @@ from .. import bundle
 from ..config import A9Params, HardParams, T1Params, T2Params, T3Params, T6Params, T7Params, T8Params, T9Params
 from ..ld import LINK_R2, expected_haplotype_r
 from ..modalities.phenotypes import ARCHETYPE_LOADINGS, T8_IMAGING_C, TEXTURE_LOADINGS, TRAITS
-from ..world import (CARDIAC_L, CENTRE_CODES, L_AGE,
-                     L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS)
+from ..model.constants import (CARDIAC_L, CENTRE_CODES, L_AGE,
+                               L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS)
 from .core import Check, at_least, band, underpowered
 from .stats import corr_z, ols, poisson, ridge_cv, standardise
 

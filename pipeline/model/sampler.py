@@ -1,214 +1,54 @@
-"""The hidden structural causal model of one world, sampled once from its
-resolved config and seed (Supplementary Methods S1; SPEC section 4).
+"""The sampler of the hidden model: ``sample_world`` draws one world's World (every
+world-level parameter, ``pipeline.model.world``) once from its resolved config and seed
+(Supplementary Methods S1; SPEC section 4).
 
-Everything here is world-level: identifiers, the genome map, allele
-frequencies, instrument assignments and strengths, factor loadings, roles
-(drivers, decoys, pair partners, surrogate) and every bias parameter.
-Participant-level values are generated block by block in
-``pipeline.modalities`` from these parameters and named random streams.
+Participant-level values are generated block by block in ``pipeline.modalities`` from
+these parameters and named random streams.  The sampler itself draws the world's first
+population blocks (``pipeline.modalities.population``): the covariates' moments measured
+on them standardise the linkage bound and the pathways' coefficients, and it hands them
+to both (the population is a function of the world seed alone).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import types
 from typing import Optional
 
 import numpy as np
 
-from . import ld, linkage, pathways, seeds
-from .loci import _linked_to, _loci_leaky, pairs_and_linked, place, weak_ld_leak
-from .config import BLOCK_SIZE, ConfigError, Resolved
+from .. import ld, linkage, pathways, seeds
+from ..config import Resolved
+from ..loci import _linked_to, _loci_leaky, pairs_and_linked, place, weak_ld_leak
+from ..modalities.population import population_block
+from .constants import (AF_A, AF_B, AF_FLOOR, ANCESTRY_BASE_P, ANCESTRY_CODES, AGE_SD, CHROM_LENGTHS, CLUSTER_FRACTION,
+                        CLUSTER_GAP_BP, L_AGE, L_BMI, LD_DECAY_BP, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY)
+from .linear import COVARIATE_MEAN, COVARIATE_SD, covariate_matrix
+from .world import Roles, World
 
-# GRCh38 autosome lengths: the variant map spreads over a human-sized genome so that
-# physical distances (and hence LD) are on a realistic scale.
-CHROM_LENGTHS = np.array([
-    248956422, 242193529, 198295559, 190214555, 181538259, 170805979, 159345973,
-    145138636, 138394717, 133797422, 135086622, 133275309, 114364328, 107043718,
-    101991189, 90338345, 83257441, 80373285, 58617616, 64444167, 46709983, 50818468,
-], dtype=np.int64)
-CONTIGS = [str(i) for i in range(1, 23)]
-
-# S1.1 population.
-AGE_MEAN, AGE_SD, AGE_LO, AGE_HI = 59.147, 9.245, 45.0, 84.0
-MALE_P = 0.4804
-BMI_CENTRE, BMI_RESID_SD = 28.3006, 5.05
-AF_FLOOR, AF_A, AF_B = 0.034381, 0.734507, 1.064551
-LD_DECAY_BP = 110_000.0
-# Genomic spacing mixture: a fraction of gaps are short (clustered variants in LD),
-# the rest spread the remaining variants over the chromosome.
-CLUSTER_FRACTION, CLUSTER_GAP_BP = 0.6, 8_000.0
-TRANS_EFFECT = np.sqrt(0.01)
-PROTEIN_RESIDUAL = 0.8
-SMOKING_PREVALENCE = 0.12
-# UK Biobank assessment-centre codes (field 54) and ancestry groups (field 21000, top level).
-CENTRE_CODES = np.array([11010, 11011, 11012, 11013, 11014, 11016, 11017, 11018, 11020, 11021])
-ANCESTRY_CODES = np.array([1, 2, 3, 4, 5, 6])
-ANCESTRY_BASE_P = np.array([0.86, 0.02, 0.05, 0.04, 0.01, 0.02])
-# L's covariate terms (S1.2).
-L_BMI, L_SMOKING, L_DIRECT, L_AGE = 0.15, 0.10, 0.12, 0.08
-# Late severity (S1.3): L_late = z[0.75 L + 0.35 sum w_late P].
-LATE_CARRY, LATE_DRIVERS = 0.75, 0.35
-# A co-regulated pair measures one abundance A with independent assay noise: of the
-# ordinary residual's variance (0.8^2) this share is A's, the rest each assay's own.
-COREGULATED_SHARED = 0.75
-# Molecules between visits: correlation of the shared factors, and of the assay and
-# biological residuals (the pathways' visit-2 carries are built from these).
-VISIT2_FACTOR_CARRY = 0.85
-VISIT2_RESID_CARRY = 0.60
-# Cardiac hazard (S1.4 T8 form) and an age-driven non-cardiac Gompertz hazard.
-CARDIAC_BASE, CARDIAC_L, CARDIAC_AGE, CARDIAC_SMOKING, CARDIAC_BMI = 0.006, 0.70, 0.45, 0.35, 0.15
-# Calibrated once against S1.1's age distribution so that non-cardiac deaths are
-# about 4,558 / 54,000 over 12 years (the paper's anchor).
-OTHER_BASE, OTHER_AGE_SLOPE, OTHER_AGE_CENTRE = 0.0037, 0.085, 60.0
+#: Blocks of the world's own population used to measure the covariates' covariance.
+MOMENT_BLOCKS = 8
 
 
-@dataclass
-class Roles:
-    drivers: np.ndarray  # protein indices
-    weights: np.ndarray  # baseline weights w
-    weights_late: np.ndarray
-    delayed: np.ndarray  # bool per driver
-    decoys: dict  # bias -> protein index (T1, T2, T3, T7, T9)
-    t4_partner: Optional[int]
-    t4_causal: Optional[int]
-    a9_partner: Optional[int]
-    a9_causal: Optional[int]
-    surrogate: Optional[int]
-    interaction: Optional[tuple]  # (i, j, coef) protein indices of the two strongest drivers
+class _Draft(types.SimpleNamespace):
+    """The world-level parameters drawn so far, read by what is drawn next (the population
+    blocks behind the covariate moments, the linkage bound, the pathways) before the World
+    is built whole; with the World's own accessors those steps read."""
+
+    n_blocks = World.n_blocks
+    block_range = World.block_range
+    has = World.has
+    leaky = World.leaky
+    latent_residual = World.latent_residual
+    t4_coregulated = World.t4_coregulated
 
 
-@dataclass
-class World:
-    """All world-level parameters of the hidden model."""
-
-    id: str
-    seed: int
-    archetype: str
-    hard: bool
-    messy: bool
-    biases: tuple
-    n: int
-    n_imaged: int
-    n_proteins: int
-    n_variants: int
-    n_metabolites: int
-    params: dict  # plain copy of the world config (bias parameters and all)
-    # genome
-    contig: np.ndarray  # int8 index into CONTIGS, per variant
-    position: np.ndarray  # int64
-    variant_id: np.ndarray  # object str
-    ref: np.ndarray
-    alt: np.ndarray
-    af: np.ndarray  # ALT allele frequency q
-    rho: np.ndarray  # latent AR(1) correlation with the previous variant (0 at a contig start)
-    threshold: np.ndarray  # latent threshold: ALT when z < Phi^-1(q)
-    # molecules
-    protein_cis: np.ndarray  # variant index per protein
-    protein_h2: np.ndarray
-    protein_master: np.ndarray  # variant index or -1
-    protein_loadings: np.ndarray  # [P, F]
-    transcript_concordance: np.ndarray  # [P]
-    transcript_cis: np.ndarray  # own cis coefficient
-    transcript_master: np.ndarray
-    transcript_loadings: np.ndarray  # [P, F] own loadings (mixed with the protein's by concordance)
-    transcript_cov: np.ndarray  # [P, 3] own covariate coefficients (age, sex, bmi)
-    protein_cov: np.ndarray  # [P, 4] covariate coefficients (age - 55, sex, BMI - 27, smoking); pathways.py
-    metabolite_cis: np.ndarray
-    metabolite_h2: np.ndarray
-    metabolite_loadings: np.ndarray
-    metabolite_cov: np.ndarray
-    master_variants: np.ndarray
-    direct_variant: int
-    polygenic_variants: np.ndarray
-    polygenic_effects: np.ndarray
-    roles: Roles
-    # population structure
-    centre_p: np.ndarray
-    centre_age_shift: np.ndarray
-    centre_bmi_shift: np.ndarray
-    centre_smoking_logodds: np.ndarray
-    centre_ancestry_p: np.ndarray  # [C, A]
-    centre_selection: np.ndarray  # r_centre in the imaging-selection score
-    ancestry_selection: np.ndarray  # s_ancestry
-    t9_centre: Optional[int]
-    site_fields: Optional[np.ndarray]  # T5 parameters per imaging site
-    oracle_key: str = ""
-    leaks: frozenset = frozenset()  # world.test_leaks (test-only builds)
-    coregulated: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.int64))  # [K, 2] (anchor, member)
-    cis_placement: dict = field(default_factory=dict)  # how the cis loci filled the genome (sealed)
-    pathways: Optional[object] = None  # pathways.PathwayModel: who feeds and follows which latent process
-    extras: dict = field(default_factory=dict)
-
-    # -- identifiers ---------------------------------------------------------------
-    @property
-    def subject_width(self) -> int:
-        return max(5, len(str(self.n - 1)))
-
-    def subject_ids(self, start: int = 0, stop: Optional[int] = None) -> np.ndarray:
-        stop = self.n if stop is None else stop
-        w = self.subject_width
-        return np.array([f"SUBJ_{i:0{w}d}" for i in range(start, stop)], dtype=object)
-
-    @property
-    def protein_ids(self) -> list:
-        return [f"PROT_{i:04d}" for i in range(self.n_proteins)]
-
-    @property
-    def transcript_ids(self) -> list:
-        return [f"TRANS_{i:04d}" for i in range(self.n_proteins)]
-
-    @property
-    def metabolite_ids(self) -> list:
-        return [f"MET_{i:04d}" for i in range(self.n_metabolites)]
-
-    @property
-    def n_blocks(self) -> int:
-        return -(-self.n // BLOCK_SIZE)
-
-    def block_range(self, b: int) -> tuple:
-        return b * BLOCK_SIZE, min(self.n, (b + 1) * BLOCK_SIZE)
-
-    def has(self, bias: str) -> bool:
-        return bias in self.biases
-
-    @property
-    def latent_residual(self) -> float:
-        return float(self.params["bias_params"]["hard"]["residual"] if self.hard else self.params["latent_residual"])
-
-    @property
-    def contig_starts(self) -> np.ndarray:
-        """Index of the first variant of each contig, plus n_variants at the end."""
-        return np.searchsorted(self.contig, np.arange(len(CONTIGS) + 1)).astype(np.int64)
-
-    def leaky(self, name: str) -> bool:
-        """Whether the test-only build restores the pre-issue-12 behaviour ``name``."""
-        return name in self.leaks
-
-    @property
-    def t4_coregulated(self) -> bool:
-        """The T4 pair measures one co-regulated abundance (SPEC T4 row)."""
-        r = self.roles
-        return r.t4_partner is not None and any(int(a) == r.t4_causal and int(m) == r.t4_partner for a, m in self.coregulated)
-
-    def special_proteins(self) -> dict:
-        """Proteins whose abundance does not follow the ordinary equation (role -> index)."""
-        r = self.roles
-        out = {}
-        if "T1" in r.decoys:
-            out["T1"] = r.decoys["T1"]
-        if "T2" in r.decoys:
-            out["T2"] = r.decoys["T2"]
-        if r.a9_partner is not None:
-            out["A9_partner"] = r.a9_partner
-        return out
-
-    def tracked_proteins(self) -> np.ndarray:
-        """Proteins whose per-participant values the population stage keeps (roles)."""
-        r = self.roles
-        idx = list(r.drivers) + list(r.decoys.values())
-        for v in (r.t4_partner, r.a9_partner, r.surrogate):
-            if v is not None:
-                idx.append(v)
-        return np.array(sorted(set(int(i) for i in idx)), dtype=np.int64)
+def covariate_moments(world) -> tuple:
+    """Mean and covariance of X (``pipeline.model.linear.covariate_matrix``) over the world's
+    first blocks (elementwise sums: the same bits in every process)."""
+    x = np.concatenate([covariate_matrix(population_block(world, b)) for b in range(min(world.n_blocks, MOMENT_BLOCKS))])
+    mean = x.mean(axis=0)
+    c = x - mean
+    cov = np.array([[float(np.mean(c[:, i] * c[:, j])) for j in range(4)] for i in range(4)])
+    return mean, cov
 
 
 # ------------------------------------------------------------------------- sampling
@@ -244,7 +84,7 @@ def _genome(rng, n_variants, af_beta=(AF_A, AF_B), ld_decay_bp=LD_DECAY_BP, far_
     contig = np.concatenate(contig)
     position = np.concatenate(position)
     af = AF_FLOOR + (0.5 - AF_FLOOR) * rng.beta(af_beta[0], af_beta[1], n_variants)
-    from scipy.special import ndtri
+    from scipy.special import ndtri  # scipy on first use: importing the model stays light
 
     threshold = ndtri(af)
     rho = np.zeros(n_variants)
@@ -359,8 +199,8 @@ def sample_world(resolved: Resolved) -> World:
     mrng = seeds.stream(seed, "world/molecules")
     F = int(w.n_factors)
     protein_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
-    # heterogeneous covariate terms around the supplement's (pathways.py), own stream
-    protein_cov = pathways.COVARIATE_MEAN + pathways.COVARIATE_SD * seeds.stream(seed, "world/protein_covariates").standard_normal((P, 4))
+    # heterogeneous covariate terms around the supplement's (pipeline.model.linear), own stream
+    protein_cov = COVARIATE_MEAN + COVARIATE_SD * seeds.stream(seed, "world/protein_covariates").standard_normal((P, 4))
     polygenic_effects = irng.standard_normal(poly_n) if poly_n else np.empty(0)
     if "cis_sharing" in leaks:
         coregulated, linked = np.empty((0, 2), np.int64), set()
@@ -416,7 +256,7 @@ def sample_world(resolved: Resolved) -> World:
 
     site_fields = None
     if "T5" in biases:
-        from .imaging.site_fields import sample_site_fields
+        from ..imaging.site_fields import sample_site_fields
 
         site_fields = sample_site_fields(seeds.stream(seed, "world/T5"), C,
                                          amplitude=float(w.bias_params.T5.amplitude), n_terms=int(w.bias_params.T5.n_terms))
@@ -425,17 +265,12 @@ def sample_world(resolved: Resolved) -> World:
     # oracle then refused a key shorter than a seed, e.g. hard-03's)
     oracle_key = "0x" + format(int.from_bytes(seeds.seed_sequence(seed, "oracle_key").generate_state(4, dtype=np.uint32).tobytes(), "little"), "032x")
 
-    none = np.full(P, -1, dtype=np.int64)
-    world = World(
+    draft = _Draft(
         id=str(w.id), seed=seed, archetype=str(w.archetype), hard=bool(w.hard), messy=bool(w.messy), biases=biases,
         n=int(s.participants), n_imaged=int(s.imaged), n_proteins=P, n_variants=V, n_metabolites=M, params=params,
         contig=contig, position=position, variant_id=variant_id, ref=ref, alt=alt, af=af, rho=rho, threshold=threshold,
-        protein_cis=none.copy(), protein_h2=protein_h2, protein_master=np.where(has_trans, 0, -1).astype(np.int64),
-        protein_loadings=protein_loadings, transcript_concordance=None, transcript_cis=None, transcript_master=None,
-        transcript_loadings=None, transcript_cov=None, protein_cov=protein_cov,
-        metabolite_cis=None, metabolite_h2=None, metabolite_loadings=None, metabolite_cov=None,
-        master_variants=np.empty(0, np.int64), direct_variant=-1,
-        polygenic_variants=np.empty(0, np.int64), polygenic_effects=polygenic_effects, roles=roles,
+        protein_h2=protein_h2, protein_master=np.where(has_trans, 0, -1).astype(np.int64),
+        protein_loadings=protein_loadings, protein_cov=protein_cov, polygenic_effects=polygenic_effects, roles=roles,
         centre_p=centre_p, centre_age_shift=centre_age_shift, centre_bmi_shift=centre_bmi_shift,
         centre_smoking_logodds=centre_smoking_logodds, centre_ancestry_p=centre_ancestry_p,
         centre_selection=centre_selection, ancestry_selection=ancestry_selection, t9_centre=t9_centre,
@@ -443,11 +278,11 @@ def sample_world(resolved: Resolved) -> World:
     )
 
     # ---- the linkage bound: how far apart instrument loci must be at this n (pipeline.linkage)
-    _, cov_x = pathways.covariate_moments(world)
-    effects = linkage.mover_effects(world, linkage.latent_model(world, cov_x), polygenic_effects)
+    _, cov_x = covariate_moments(draft)
+    effects = linkage.mover_effects(draft, linkage.latent_model(draft, cov_x), polygenic_effects)
     beta = linkage.beta_max(effects)
     weak_ld = "weak_ld" in leaks
-    r_max = float(np.sqrt(ld.LINK_R2)) if weak_ld else min(float(np.sqrt(ld.LINK_R2)), linkage.r_bound(beta, world.n))
+    r_max = float(np.sqrt(ld.LINK_R2)) if weak_ld else min(float(np.sqrt(ld.LINK_R2)), linkage.r_bound(beta, draft.n))
 
     # ---- loci --------------------------------------------------------------------------
     decay = 1000.0 * float(w.ld_decay_kb)
@@ -470,7 +305,7 @@ def sample_world(resolved: Resolved) -> World:
             leak_protein = (next(p for p in reversed(range(P)) if p not in taken), int(strongest))
         pl = place(irng, V, P, role_of, drivers, contig, position, af, decay, t4_causal, t4_partner if t4_shared else None,
                    decoys.get("T7"), pairs, linked, n_master, trans_units, [int(d) for d in drivers],
-                   np.array([max(e["beta_l"], e["beta_late"]) for e in effects if e["kind"] == "polygenic"]), r_max, world.n)
+                   np.array([max(e["beta_l"], e["beta_late"]) for e in effects if e["kind"] == "polygenic"]), r_max, draft.n)
         master_variants, protein_cis, direct_variant, polygenic_variants = pl.masters, pl.protein_cis, pl.direct, pl.polygenic
         if leak_protein is not None:  # test-only: an ordinary protein in weak LD with the strongest driver
             taken = set(int(v) for v in protein_cis) | set(int(v) for v in master_variants) | {int(direct_variant)}
@@ -490,12 +325,9 @@ def sample_world(resolved: Resolved) -> World:
                         "polygenic": lambda: int(polygenic_variants[e["index"]]) if e.get("index", 0) < len(polygenic_variants) else -1
                         }[e["kind"]]()
     effects = [e for e in effects if e["variant"] >= 0]
-    placement["linkage"] = {"n": int(world.n), "beta_max": round(float(beta), 6), "z_pair": linkage.Z_PAIR,
+    placement["linkage"] = {"n": int(draft.n), "beta_max": round(float(beta), 6), "z_pair": linkage.Z_PAIR,
                             "r_max": round(float(r_max), 6), "weak_ld_leak": weak_ld}
-    world.protein_cis, world.protein_master = protein_cis, protein_master
-    world.master_variants, world.direct_variant, world.polygenic_variants = master_variants, int(direct_variant), polygenic_variants
-    world.cis_placement = placement
-    world.extras["movers"] = effects
+    draft.protein_master = protein_master  # the pathways read the final trans structure
     l_moving = [int(protein_cis[d]) for d in drivers] + [int(direct_variant)]
     if "T7" in decoys:
         l_moving.append(int(protein_cis[decoys["T7"]]))
@@ -519,17 +351,20 @@ def sample_world(resolved: Resolved) -> World:
             arr[m] = arr[a]
     metabolite_loadings = mrng.normal(0.0, 0.25, (M, F))
     metabolite_cov = np.column_stack([mrng.normal(0.01, 0.01, M), mrng.normal(0.1, 0.1, M), mrng.normal(0.03, 0.02, M)])
-    world.transcript_concordance, world.transcript_cis, world.transcript_master = transcript_concordance, transcript_cis, transcript_master
-    world.transcript_loadings, world.transcript_cov = transcript_loadings, transcript_cov
-    world.metabolite_cis, world.metabolite_h2, world.metabolite_loadings, world.metabolite_cov = (
-        metabolite_cis, metabolite_h2, metabolite_loadings, metabolite_cov)
 
     bp = w.bias_params
-    world.pathways = pathways.build(world, seeds.stream(seed, "world/pathways"), tuple(w.pathway_weight),
+    pathway_model, protein_loadings, protein_cov = pathways.build(draft, seeds.stream(seed, "world/pathways"), tuple(w.pathway_weight),
                                     float(bp.T1.bmi_loading), float(bp.T2.latent_loading), float(bp.A9.partner_latent),
                                     VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, pathway_pool, cov_x,
                                     absent_rate=float(w.pathway_absent_rate), residual_range=tuple(w.pathway_residual),
                                     loading_range=tuple(w.pathway_loading),
                                     late_followers=tuple(int(x) for x in w.pathway_late_followers),
                                     late_ratio=tuple(bp.A9.late_ratio), base_fraction=tuple(bp.A9.base_fraction))
-    return world
+    fields = {k: v for k, v in vars(draft).items() if k not in ("protein_loadings", "protein_cov")}
+    return World(**fields, protein_cis=protein_cis, protein_loadings=protein_loadings, protein_cov=protein_cov,
+                 transcript_concordance=transcript_concordance, transcript_cis=transcript_cis,
+                 transcript_master=transcript_master, transcript_loadings=transcript_loadings, transcript_cov=transcript_cov,
+                 metabolite_cis=metabolite_cis, metabolite_h2=metabolite_h2, metabolite_loadings=metabolite_loadings,
+                 metabolite_cov=metabolite_cov, master_variants=master_variants, direct_variant=int(direct_variant),
+                 polygenic_variants=polygenic_variants, cis_placement=placement, pathways=pathway_model,
+                 extras={"movers": effects})
