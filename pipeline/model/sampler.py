@@ -15,9 +15,9 @@ from typing import Optional
 
 import numpy as np
 
-from .. import ld, linkage, pathways, seeds
+from .. import ld, leaks, linkage, pathways, seeds
 from ..config import Resolved
-from ..loci import _linked_to, _loci_leaky, pairs_and_linked, place, weak_ld_leak
+from ..loci import pairs_and_linked, place
 from ..modalities.population import population_block
 from .constants import (AF_A, AF_B, AF_FLOOR, ANCESTRY_BASE_P, ANCESTRY_CODES, AGE_SD, CHROM_LENGTHS, CLUSTER_FRACTION,
                         CLUSTER_GAP_BP, L_AGE, L_BMI, LD_DECAY_BP, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY)
@@ -36,7 +36,6 @@ class _Draft(types.SimpleNamespace):
     n_blocks = World.n_blocks
     block_range = World.block_range
     has = World.has
-    leaky = World.leaky
     latent_residual = World.latent_residual
     t4_coregulated = World.t4_coregulated
 
@@ -97,20 +96,53 @@ def _genome(rng, n_variants, af_beta=(AF_A, AF_B), ld_decay_bp=LD_DECAY_BP, far_
     return contig, position, variant_id, bases[ref_i].astype(object), bases[alt_i].astype(object), af, rho, threshold
 
 
-def _instrument_strengths(rng, w, P: int, a9_causal: Optional[int], leaks: frozenset) -> np.ndarray:
+def _instrument_strengths(rng, w, P: int, a9_causal: Optional[int]) -> np.ndarray:
     """h2 per protein from a two-component mixture: most proteins U(cis_h2), a common
     weak component U(cis_h2_weak) that the A9 driver always draws from, so a weak
     instrument marks nothing (SPEC table: cis instrument strength)."""
     main = rng.uniform(*w.cis_h2, P)
-    if "weak_instrument" in leaks:  # test-only: the A9 driver alone on a fixed, weakest h2
-        if a9_causal is not None:
-            main[a9_causal] = w.bias_params.A9.driver_h2
-        return main
     weak = rng.uniform(*w.cis_h2_weak, P)
     is_weak = rng.random(P) < w.cis_h2_weak_fraction
     if a9_causal is not None:
         is_weak[a9_causal] = True
     return np.where(is_weak, weak, main)
+
+
+def _t4_pair(coregulated: np.ndarray, t4_shared: bool, t4_causal, t4_partner) -> np.ndarray:
+    """The co-regulated pairs with the T4 pair among them where T4 shares its instrument:
+    the two measure one abundance (SPEC T4 row)."""
+    if not t4_shared:
+        return coregulated
+    return np.vstack([coregulated, [[t4_causal, t4_partner]]]).astype(np.int64)
+
+
+def _private_drivers(has_trans, private, hub_of, protein_h2, drivers, *_) -> None:
+    """A driver's trans effect is always private (issue 29): no other protein's instrument
+    is then a variant that moves L through it.  Changes ``private`` in place."""
+    private[drivers] = True
+
+
+def _linkage_bound(beta: float, n: int) -> tuple:
+    """(r_max, False): the linkage bound at this n (pipeline.linkage), never above the fixed
+    rule's; the flag (the bound switched off) goes into the sealed placement record."""
+    return min(float(np.sqrt(ld.LINK_R2)), linkage.r_bound(beta, n)), False
+
+
+def _place_loci(c: types.SimpleNamespace) -> tuple:
+    """Every instrument locus under the linkage bound (``pipeline.loci.place``): (master
+    variants, protein_cis, direct variant, polygenic variants, {protein: private trans
+    variant}, near-mover mask, the placement record, pathway_pool(k))."""
+    effects = c.effects
+    pl = place(c.rng, c.V, c.P, c.role_of, c.drivers, c.contig, c.position, c.af, c.decay, c.t4_causal, c.t4_partner,
+               c.t7, c.pairs, c.linked, c.n_master, c.trans_units, [int(d) for d in c.drivers],
+               np.array([max(e["beta_l"], e["beta_late"]) for e in effects if e["kind"] == "polygenic"]), c.r_max, c.n)
+    leaks.hook(c.leaks, "placed_loci", _placed)(pl, c)
+    return (pl.masters, pl.protein_cis, pl.direct, pl.polygenic, pl.trans_variant, pl.near_mover, pl.stats,
+            pl.pathway_pool)
+
+
+def _placed(pl, c) -> None:
+    """After the placement: nothing to change."""
 
 
 def sample_world(resolved: Resolved) -> World:
@@ -177,12 +209,13 @@ def sample_world(resolved: Resolved) -> World:
     roles = Roles(drivers, weights, weights_late, delayed, decoys, t4_partner, t4_causal, a9_partner, a9_causal, surrogate, interaction)
 
     # ---- instrument strengths, trans effects, molecular structure (all loci-free) -----
-    leaks = frozenset(str(x) for x in w.test_leaks)
+    leakset = frozenset(str(x) for x in w.test_leaks)  # test-only (pipeline.leaks): empty in every real world
     irng = seeds.stream(seed, "world/instruments")
     n_master = max(2, int(round(V / 800)))
     poly_n = min(int(w.bias_params.hard.polygenic_variants), max(1, V // 4)) if w.hard else 0
     t4_shared = t4_partner is not None and bool(w.bias_params.T4.shared)
-    protein_h2 = _instrument_strengths(seeds.stream(seed, "world/instrument_strength"), w, P, a9_causal, leaks)
+    protein_h2 = leaks.hook(leakset, "instrument_strengths", _instrument_strengths)(
+        seeds.stream(seed, "world/instrument_strength"), w, P, a9_causal)
     # trans effects (S1.1: about 20 % of proteins): from a shared master-regulator hub, or from
     # a private trans variant of the protein's own; a driver's is always private, so that no
     # other protein's instrument is a variant that moves L through it (issue 29), and private
@@ -191,34 +224,18 @@ def sample_world(resolved: Resolved) -> World:
     has_trans = trng.random(P) < w.trans_fraction
     private = trng.random(P) < w.trans_private_fraction
     hub_of = trng.integers(0, n_master, P)
-    trans_leak = "trans_hubs" in leaks
-    if trans_leak:  # test-only: the pre-issue-29 hubs, drivers on them as anyone else
-        private[:] = False
-    else:
-        private[drivers] = True
     mrng = seeds.stream(seed, "world/molecules")
     F = int(w.n_factors)
     protein_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
     # heterogeneous covariate terms around the supplement's (pipeline.model.linear), own stream
     protein_cov = COVARIATE_MEAN + COVARIATE_SD * seeds.stream(seed, "world/protein_covariates").standard_normal((P, 4))
     polygenic_effects = irng.standard_normal(poly_n) if poly_n else np.empty(0)
-    if "cis_sharing" in leaks:
-        coregulated, linked = np.empty((0, 2), np.int64), set()
-    else:
-        coregulated, linked = pairs_and_linked(irng, P, role_of)
+    coregulated, linked = leaks.hook(leakset, "coregulated_pairs", pairs_and_linked)(irng, P, role_of)
     pairs = coregulated
-    if t4_shared and "t4_separable" not in leaks:
-        coregulated = np.vstack([coregulated, [[t4_causal, t4_partner]]]).astype(np.int64)
+    coregulated = leaks.hook(leakset, "t4_pair", _t4_pair)(coregulated, t4_shared, t4_causal, t4_partner)
     members = set(int(m) for _, m in coregulated)
-    if trans_leak and len(drivers):
-        # test-only, and certain: the strongest non-delayed driver on hub 0, with three ordinary
-        # proteins whose cis instrument is weaker than the hub's trans effect
-        k = int(np.argmax(np.where(delayed, -1.0, np.abs(weights))))
-        has_trans[drivers[k]], hub_of[drivers[k]] = True, 0
-        roles_set = set(role_of.values()) | members | set(int(a) for a, _ in coregulated) | linked
-        weak = [p for p in range(P) if p not in roles_set][:3]
-        for p in weak:
-            has_trans[p], hub_of[p], protein_h2[p] = True, 0, 0.002
+    leaks.hook(leakset, "trans_structure", _private_drivers)(
+        has_trans, private, hub_of, protein_h2, drivers, delayed, weights, role_of, members, coregulated, linked)
     for a, m in coregulated:  # two assays of one abundance
         has_trans[m], private[m], hub_of[m] = has_trans[a], private[a], hub_of[a]
         protein_h2[m] = protein_h2[a]
@@ -274,44 +291,25 @@ def sample_world(resolved: Resolved) -> World:
         centre_p=centre_p, centre_age_shift=centre_age_shift, centre_bmi_shift=centre_bmi_shift,
         centre_smoking_logodds=centre_smoking_logodds, centre_ancestry_p=centre_ancestry_p,
         centre_selection=centre_selection, ancestry_selection=ancestry_selection, t9_centre=t9_centre,
-        site_fields=site_fields, oracle_key=oracle_key, leaks=leaks, coregulated=np.asarray(coregulated, np.int64).reshape(-1, 2),
+        site_fields=site_fields, oracle_key=oracle_key, leaks=leakset, coregulated=np.asarray(coregulated, np.int64).reshape(-1, 2),
     )
 
     # ---- the linkage bound: how far apart instrument loci must be at this n (pipeline.linkage)
     _, cov_x = covariate_moments(draft)
     effects = linkage.mover_effects(draft, linkage.latent_model(draft, cov_x), polygenic_effects)
     beta = linkage.beta_max(effects)
-    weak_ld = "weak_ld" in leaks
-    r_max = float(np.sqrt(ld.LINK_R2)) if weak_ld else min(float(np.sqrt(ld.LINK_R2)), linkage.r_bound(beta, draft.n))
+    r_max, bound_off = leaks.hook(leakset, "linkage_bound", _linkage_bound)(beta, draft.n)
 
     # ---- loci --------------------------------------------------------------------------
     decay = 1000.0 * float(w.ld_decay_kb)
     trans_units = [int(p) for p in range(P) if has_trans[p] and private[p] and p not in members]
-    if "cis_sharing" in leaks:
-        master_variants, protein_cis, direct_variant, polygenic_variants, _, placement = _loci_leaky(
-            irng, V, P, n_master, poly_n, drivers, position, contig, t4_causal, t4_partner if t4_shared else None)
-        trans_variant, trans_units = {}, []
-        near_mover = np.zeros(V, dtype=bool)
-        near_mover[_linked_to([int(protein_cis[d]) for d in drivers] + [direct_variant], contig, position, af, decay)] = True
-        pool = np.setdiff1d(np.arange(V), np.union1d(_linked_to(list(master_variants), contig, position, af, decay), protein_cis))
-
-        def pathway_pool(k):
-            return irng.choice(pool if len(pool) else np.arange(V), size=k)
-    else:
-        leak_protein = None
-        if weak_ld and len(drivers):
-            strongest = max((e for e in effects if e["kind"] == "driver_cis"), key=lambda e: e["beta_l"])["protein"]
-            taken = set(role_of.values()) | members | set(int(a) for a, _ in coregulated) | linked
-            leak_protein = (next(p for p in reversed(range(P)) if p not in taken), int(strongest))
-        pl = place(irng, V, P, role_of, drivers, contig, position, af, decay, t4_causal, t4_partner if t4_shared else None,
-                   decoys.get("T7"), pairs, linked, n_master, trans_units, [int(d) for d in drivers],
-                   np.array([max(e["beta_l"], e["beta_late"]) for e in effects if e["kind"] == "polygenic"]), r_max, draft.n)
-        master_variants, protein_cis, direct_variant, polygenic_variants = pl.masters, pl.protein_cis, pl.direct, pl.polygenic
-        if leak_protein is not None:  # test-only: an ordinary protein in weak LD with the strongest driver
-            taken = set(int(v) for v in protein_cis) | set(int(v) for v in master_variants) | {int(direct_variant)}
-            taken |= set(int(v) for v in polygenic_variants) | set(pl.trans_variant.values())
-            weak_ld_leak(leak_protein[0], leak_protein[1], protein_cis, contig, position, af, rho, decay, taken)
-        trans_variant, near_mover, placement, pathway_pool = pl.trans_variant, pl.near_mover, pl.stats, pl.pathway_pool
+    loci = types.SimpleNamespace(rng=irng, V=V, P=P, n=draft.n, role_of=role_of, drivers=drivers, contig=contig,
+                                 position=position, af=af, rho=rho, decay=decay, t4_causal=t4_causal,
+                                 t4_partner=t4_partner if t4_shared else None, t7=decoys.get("T7"), pairs=pairs,
+                                 linked=linked, members=members, coregulated=coregulated, n_master=n_master,
+                                 poly_n=poly_n, trans_units=trans_units, effects=effects, r_max=r_max, leaks=leakset)
+    master_variants, protein_cis, direct_variant, polygenic_variants, trans_variant, near_mover, placement, pathway_pool = (
+        leaks.hook(leakset, "loci", _place_loci)(loci))
     protein_master = np.full(P, -1, dtype=np.int64)
     for p in range(P):
         if has_trans[p]:
@@ -326,7 +324,7 @@ def sample_world(resolved: Resolved) -> World:
                         }[e["kind"]]()
     effects = [e for e in effects if e["variant"] >= 0]
     placement["linkage"] = {"n": int(draft.n), "beta_max": round(float(beta), 6), "z_pair": linkage.Z_PAIR,
-                            "r_max": round(float(r_max), 6), "weak_ld_leak": weak_ld}
+                            "r_max": round(float(r_max), 6), "weak_ld_leak": bound_off}
     draft.protein_master = protein_master  # the pathways read the final trans structure
     l_moving = [int(protein_cis[d]) for d in drivers] + [int(direct_variant)]
     if "T7" in decoys:

@@ -86,7 +86,7 @@ class World:
     t9_centre: Optional[int]
     site_fields: Optional[np.ndarray]  # T5 parameters per imaging site
     oracle_key: str = ""
-    leaks: frozenset = frozenset()  # world.test_leaks (test-only builds)
+    leaks: frozenset = frozenset()  # world.test_leaks: test-only, read by the hook points of pipeline.leaks
     coregulated: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.int64))  # [K, 2] (anchor, member)
     cis_placement: dict = field(default_factory=dict)  # how the cis loci filled the genome (sealed)
     pathways: Optional[object] = None  # pathways.PathwayModel: who feeds and follows which latent process
@@ -132,10 +132,6 @@ class World:
     def contig_starts(self) -> np.ndarray:
         """Index of the first variant of each contig, plus n_variants at the end."""
         return np.searchsorted(self.contig, np.arange(len(CONTIGS) + 1)).astype(np.int64)
-
-    def leaky(self, name: str) -> bool:
-        """Whether the test-only build restores the pre-issue-12 behaviour ``name``."""
-        return name in self.leaks
 
     @property
     def t4_coregulated(self) -> bool:
