@@ -146,6 +146,8 @@ def _placed(pl, c) -> None:
 
 
 def sample_world(resolved: Resolved) -> World:
+    """The World of ``resolved``'s world config and seed, built whole (and frozen): each part
+    is drawn from its own named stream, what later draws read kept in a draft until then."""
     cfg = resolved.cfg
     w, s = cfg.world, cfg.scale
     from omegaconf import OmegaConf
@@ -351,13 +353,14 @@ def sample_world(resolved: Resolved) -> World:
     metabolite_cov = np.column_stack([mrng.normal(0.01, 0.01, M), mrng.normal(0.1, 0.1, M), mrng.normal(0.03, 0.02, M)])
 
     bp = w.bias_params
-    pathway_model, protein_loadings, protein_cov = pathways.build(draft, seeds.stream(seed, "world/pathways"), tuple(w.pathway_weight),
-                                    float(bp.T1.bmi_loading), float(bp.T2.latent_loading), float(bp.A9.partner_latent),
-                                    VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, pathway_pool, cov_x,
-                                    absent_rate=float(w.pathway_absent_rate), residual_range=tuple(w.pathway_residual),
-                                    loading_range=tuple(w.pathway_loading),
-                                    late_followers=tuple(int(x) for x in w.pathway_late_followers),
-                                    late_ratio=tuple(bp.A9.late_ratio), base_fraction=tuple(bp.A9.base_fraction))
+    # the followers' loadings and covariate terms are fitted to their paths (the draws stay in
+    # pathway_model.total_loadings)
+    pathway_model, protein_loadings, protein_cov = pathways.build(
+        draft, seeds.stream(seed, "world/pathways"), tuple(w.pathway_weight), float(bp.T1.bmi_loading),
+        float(bp.T2.latent_loading), float(bp.A9.partner_latent), VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, pathway_pool,
+        cov_x, absent_rate=float(w.pathway_absent_rate), residual_range=tuple(w.pathway_residual),
+        loading_range=tuple(w.pathway_loading), late_followers=tuple(int(x) for x in w.pathway_late_followers),
+        late_ratio=tuple(bp.A9.late_ratio), base_fraction=tuple(bp.A9.base_fraction))
     fields = {k: v for k, v in vars(draft).items() if k not in ("protein_loadings", "protein_cov")}
     return World(**fields, protein_cis=protein_cis, protein_loadings=protein_loadings, protein_cov=protein_cov,
                  transcript_concordance=transcript_concordance, transcript_cis=transcript_cis,
