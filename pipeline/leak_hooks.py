@@ -208,7 +208,7 @@ def _followers_recomputed(default, block, rows, raw, bio, age_shift, bmi2, pop_r
     residual does."""
     w, s, b = block.world, block.world.seed, block.b
     c = VISIT2_RESID_CARRY
-    eps_new = seeds.stream(s, "pathway_residual_visit2", b).standard_normal(block.pathway_eps.shape)
+    eps_new = seeds.stream(s, streams.PATHWAY_RESIDUAL_VISIT2, b).standard_normal(block.pathway_eps.shape)
     pop2 = dict(pop_rows, age=pop_rows["age"] + age_shift, bmi=bmi2)
     k2, late2 = pathway_values(w, raw, c * block.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows],
                                block.dosage[rows], pop2)

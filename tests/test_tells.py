@@ -31,7 +31,7 @@ from pipeline.tells.sealed_checks import model_r2, role_kinds
 
 REPO = Path(__file__).resolve().parents[1]
 LEAKS = ("transcripts", "communality", "weak_instrument", "cis_sharing", "t8_signs", "t4_separable")
-#: The smallest set of tiny worlds found to catch all six leaks (README, "Benchmark validity"):
+#: The smallest set of tiny worlds found to catch all six leaks (docs/validity.md):
 #: standard-01's roles (T1, T2, T4 pair, A9 pair, surrogate) in five archetype variants.
 ARCHETYPES = ("dcm", "hcm", "ischemic", "hfpef", "hcm")
 
@@ -321,7 +321,7 @@ def test_cli_rejects_a_folder_without_worlds(tmp_path):
 
 @pytest.mark.slow
 def test_paper_panel_tell_scan():
-    """The full-panel figures: scripts/tells_panel.py at tiny and small scale (README, "Benchmark validity")."""
+    """The full-panel figures: scripts/tells_panel.py at tiny and small scale (docs/validity.md)."""
     out = os.environ.get("DTW_TELLS_OUT", str(REPO / "worlds-tells"))
     seeds = os.environ.get("DTW_TELLS_SEEDS")
     for scale in ("tiny", "small"):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import leaks, seeds
+from .. import leaks, seeds, streams
 from ..model.constants import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
 from ..model.linear import covariate_matrix
 
@@ -45,7 +45,7 @@ def haplotypes(world, b: int) -> np.ndarray:
     from kernels.genotypes import simulate_haplotypes
 
     lo, hi = world.block_range(b)
-    return simulate_haplotypes(seeds.block_key(world.seed, "genotypes", b), hi - lo, world.rho, world.threshold)
+    return simulate_haplotypes(seeds.block_key(world.seed, streams.GENOTYPES, b), hi - lo, world.rho, world.threshold)
 
 
 def standardised_genotypes(world, dosage: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -144,15 +144,15 @@ class BlockMolecules:
         q = world.af
         self.gmean = 2.0 * q
         self.ginv = 1.0 / np.sqrt(2.0 * q * (1.0 - q))
-        self.factors = seeds.stream(s, "factors", b).standard_normal((n, F))
-        self.protein_resid = seeds.stream(s, "protein_residual", b).standard_normal((n, world.n_proteins))
-        self.pair_noise = seeds.stream(s, "coregulated_residual", b).standard_normal((n, len(world.coregulated)))
+        self.factors = seeds.stream(s, streams.FACTORS, b).standard_normal((n, F))
+        self.protein_resid = seeds.stream(s, streams.PROTEIN_RESIDUAL, b).standard_normal((n, world.n_proteins))
+        self.pair_noise = seeds.stream(s, streams.COREGULATED_RESIDUAL, b).standard_normal((n, len(world.coregulated)))
         self.protein_resid = coregulate(world, self.protein_resid, self.pair_noise)
         # the protein's biological part (everything but the covariate terms)
         self.protein_bio = self._bio(self.dosage, world.protein_cis, np.sqrt(world.protein_h2), world.protein_master,
                                      self.factors, world.protein_loadings, self.protein_resid * residual_scale(world))
         self.cov = covariate_terms(world, pop)
-        self.pathway_eps = seeds.stream(s, "pathway_residual", b).standard_normal((n, self._n_pathways()))
+        self.pathway_eps = seeds.stream(s, streams.PATHWAY_RESIDUAL, b).standard_normal((n, self._n_pathways()))
         self._raw = self.protein_bio + self.cov
         self.pathway_k = self.pathway_late = None
         if self._n_pathways():
@@ -210,7 +210,7 @@ class BlockMolecules:
 
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
-        resid = seeds.stream(s, "transcript_residual", b).standard_normal((n, w.n_proteins))
+        resid = seeds.stream(s, streams.TRANSCRIPT_RESIDUAL, b).standard_normal((n, w.n_proteins))
         own = self._bio(self.dosage, w.protein_cis, w.transcript_cis, w.transcript_master, self.factors,
                         w.transcript_loadings, resid)
         out = np.empty_like(own)
@@ -221,7 +221,7 @@ class BlockMolecules:
     def metabolites_raw(self) -> np.ndarray:
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
-        resid = seeds.stream(s, "metabolite_residual", b).standard_normal((n, w.n_metabolites))
+        resid = seeds.stream(s, streams.METABOLITE_RESIDUAL, b).standard_normal((n, w.n_metabolites))
         no_trans = np.full(w.n_metabolites, -1, dtype=np.int64)
         bio = self._bio(self.dosage, w.metabolite_cis, np.sqrt(w.metabolite_h2), no_trans, self.factors,
                         w.metabolite_loadings, resid)
@@ -234,9 +234,9 @@ class BlockMolecules:
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
         # Drawn for the whole block so a participant's values do not depend on who else attended.
-        f_new = seeds.stream(s, "factors_visit2", b).standard_normal(self.factors.shape)
-        r_new = seeds.stream(s, "protein_residual_visit2", b).standard_normal((n, w.n_proteins))
-        r_new = coregulate(w, r_new, seeds.stream(s, "coregulated_residual_visit2", b).standard_normal((n, len(w.coregulated))))
+        f_new = seeds.stream(s, streams.FACTORS_VISIT2, b).standard_normal(self.factors.shape)
+        r_new = seeds.stream(s, streams.PROTEIN_RESIDUAL_VISIT2, b).standard_normal((n, w.n_proteins))
+        r_new = coregulate(w, r_new, seeds.stream(s, streams.COREGULATED_RESIDUAL_VISIT2, b).standard_normal((n, len(w.coregulated))))
         k1 = VISIT2_FACTOR_CARRY
         k2 = np.full(w.n_proteins, VISIT2_RESID_CARRY) if w.pathways is None else w.pathways.visit2_carry
         f2 = k1 * self.factors[rows] + np.sqrt(1 - k1 * k1) * f_new[rows]
@@ -259,7 +259,7 @@ class BlockMolecules:
         # values: a baseline follower reads K_m_late, a late follower K_m_late five years
         # on; both with the covariate change their path stands in for (cohort.visit2_specials)
         late = self.pathway_late[rows]
-        ahead_new = seeds.stream(s, "pathway_ahead", b).standard_normal(self.pathway_eps.shape)[rows]
+        ahead_new = seeds.stream(s, streams.PATHWAY_AHEAD, b).standard_normal(self.pathway_eps.shape)[rows]
         rho = np.clip(pw.rho, -1.0, 1.0)
         ahead = rho * late + np.sqrt(1.0 - rho * rho) * ahead_new
         change = np.column_stack([np.asarray(age_shift, dtype=np.float64) * np.ones(len(rows)), np.zeros(len(rows)),

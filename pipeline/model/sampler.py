@@ -15,7 +15,7 @@ from typing import Optional
 
 import numpy as np
 
-from .. import ld, leaks, linkage, pathways, seeds
+from .. import ld, leaks, linkage, pathways, seeds, streams
 from ..config import Resolved
 from ..loci import pairs_and_linked, place
 from ..modalities.population import population_block
@@ -157,13 +157,13 @@ def sample_world(resolved: Resolved) -> World:
     biases = tuple(b for b in ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "A9") if b in w.biases)
     P, V, M = int(s.proteins), int(s.variants), int(s.metabolites)
 
-    contig, position, variant_id, ref, alt, af, rho, threshold = _genome(seeds.stream(seed, "world/genome"), V, tuple(w.af_beta),
+    contig, position, variant_id, ref, alt, af, rho, threshold = _genome(seeds.stream(seed, streams.GENOME), V, tuple(w.af_beta),
                                                                          1000.0 * float(w.ld_decay_kb), 1000.0 * float(w.far_gap_min_kb))
 
     # ---- roles on random identifiers -------------------------------------------------
     # roles_salt re-deals the roles over identifiers while every other draw stays the
     # same: the leak audit builds a world twice this way and compares non-data bytes.
-    rrng = seeds.stream(seed, "world/roles" + (f"/{w.roles_salt}" if w.roles_salt else ""))
+    rrng = seeds.stream(seed, streams.ROLES_SALTED.format(salt=w.roles_salt) if w.roles_salt else streams.ROLES)
     n_drivers = int(w.n_drivers)
     role_names = [f"driver{i}" for i in range(n_drivers)]
     role_names += [b for b in ("T1", "T2", "T3", "T7", "T9") if b in biases]
@@ -212,25 +212,25 @@ def sample_world(resolved: Resolved) -> World:
 
     # ---- instrument strengths, trans effects, molecular structure (all loci-free) -----
     leakset = frozenset(str(x) for x in w.test_leaks)  # test-only (pipeline.leaks): empty in every real world
-    irng = seeds.stream(seed, "world/instruments")
+    irng = seeds.stream(seed, streams.INSTRUMENTS)
     n_master = max(2, int(round(V / 800)))
     poly_n = min(int(w.bias_params.hard.polygenic_variants), max(1, V // 4)) if w.hard else 0
     t4_shared = t4_partner is not None and bool(w.bias_params.T4.shared)
     protein_h2 = leaks.hook(leakset, "instrument_strengths", _instrument_strengths)(
-        seeds.stream(seed, "world/instrument_strength"), w, P, a9_causal)
+        seeds.stream(seed, streams.INSTRUMENT_STRENGTH), w, P, a9_causal)
     # trans effects (S1.1: about 20 % of proteins): from a shared master-regulator hub, or from
     # a private trans variant of the protein's own; a driver's is always private, so that no
     # other protein's instrument is a variant that moves L through it (issue 29), and private
     # ones are common among ordinary proteins too (``world.trans_private_fraction``)
-    trng = seeds.stream(seed, "world/trans")
+    trng = seeds.stream(seed, streams.TRANS)
     has_trans = trng.random(P) < w.trans_fraction
     private = trng.random(P) < w.trans_private_fraction
     hub_of = trng.integers(0, n_master, P)
-    mrng = seeds.stream(seed, "world/molecules")
+    mrng = seeds.stream(seed, streams.MOLECULES)
     F = int(w.n_factors)
     protein_loadings = mrng.normal(0.0, w.factor_loading_sd, (P, F))
     # heterogeneous covariate terms around the supplement's (pipeline.model.linear), own stream
-    protein_cov = COVARIATE_MEAN + COVARIATE_SD * seeds.stream(seed, "world/protein_covariates").standard_normal((P, 4))
+    protein_cov = COVARIATE_MEAN + COVARIATE_SD * seeds.stream(seed, streams.PROTEIN_COVARIATES).standard_normal((P, 4))
     polygenic_effects = irng.standard_normal(poly_n) if poly_n else np.empty(0)
     coregulated, linked = leaks.hook(leakset, "coregulated_pairs", pairs_and_linked)(irng, P, role_of)
     pairs = coregulated
@@ -245,7 +245,7 @@ def sample_world(resolved: Resolved) -> World:
         protein_cov[m] = protein_cov[a]
 
     # ---- centres and ancestry --------------------------------------------------------
-    crng = seeds.stream(seed, "world/centres")
+    crng = seeds.stream(seed, streams.CENTRES)
     C = int(w.n_centres)
     centre_p = crng.dirichlet(np.full(C, 20.0))
     # Centre composition differs (so centre is associated with L), centred on zero so
@@ -277,12 +277,12 @@ def sample_world(resolved: Resolved) -> World:
     if "T5" in biases:
         from ..imaging.site_fields import sample_site_fields
 
-        site_fields = sample_site_fields(seeds.stream(seed, "world/T5"), C,
+        site_fields = sample_site_fields(seeds.stream(seed, streams.T5_SITES), C,
                                          amplitude=float(w.bias_params.T5.amplitude), n_terms=int(w.bias_params.T5.n_terms))
 
     # 128 bits as 32 hex digits, leading zeros kept (hex() dropped them and the
     # oracle then refused a key shorter than a seed, e.g. hard-03's)
-    oracle_key = "0x" + format(int.from_bytes(seeds.seed_sequence(seed, "oracle_key").generate_state(4, dtype=np.uint32).tobytes(), "little"), "032x")
+    oracle_key = "0x" + format(int.from_bytes(seeds.seed_sequence(seed, streams.ORACLE_KEY_SEED).generate_state(4, dtype=np.uint32).tobytes(), "little"), "032x")
 
     draft = _Draft(
         id=str(w.id), seed=seed, archetype=str(w.archetype), hard=bool(w.hard), messy=bool(w.messy), biases=biases,
@@ -356,7 +356,7 @@ def sample_world(resolved: Resolved) -> World:
     # the followers' loadings and covariate terms are fitted to their paths (the draws stay in
     # pathway_model.total_loadings)
     pathway_model, protein_loadings, protein_cov = pathways.build(
-        draft, seeds.stream(seed, "world/pathways"), tuple(w.pathway_weight), float(bp.T1.bmi_loading),
+        draft, seeds.stream(seed, streams.PATHWAYS), tuple(w.pathway_weight), float(bp.T1.bmi_loading),
         float(bp.T2.latent_loading), float(bp.A9.partner_latent), VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, pathway_pool,
         cov_x, absent_rate=float(w.pathway_absent_rate), residual_range=tuple(w.pathway_residual),
         loading_range=tuple(w.pathway_loading), late_followers=tuple(int(x) for x in w.pathway_late_followers),
