@@ -24,13 +24,6 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
 ROOTS = tuple(CONFIG["root_packages"])
 
-#: Import circles that another part of issue 31 removes (validation's two modules share a
-#: module of their own); each must still be a circle here, so that the list cannot go stale.
-KNOWN_CIRCLES: tuple[frozenset, ...] = (
-    frozenset({"pipeline.validation.analyst", "pipeline.validation.mechanisms"}),
-)
-
-
 def _lint_imports(cwd: Path, config: Path | None = None) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).with_name("lint-imports")
     cmd = [str(exe) if exe.exists() else "lint-imports", "--no-cache", "--no-logo"] + ([str(config)] if config else [])
@@ -135,11 +128,8 @@ def circles(graph: grimp.ImportGraph) -> list[frozenset]:
 
 
 def test_no_import_circles(graph):
-    found = circles(graph)
-    stale = [sorted(c) for c in KNOWN_CIRCLES if c not in found]
-    assert not stale, f"no longer circles: remove them from KNOWN_CIRCLES: {stale}"
-    new = [sorted(c) for c in found if c not in KNOWN_CIRCLES]
-    assert not new, f"import circles (imports inside functions included): {new}"
+    found = [sorted(c) for c in circles(graph)]
+    assert not found, f"import circles (imports inside functions included): {found}"
 
 
 def _package(root: Path, files: dict) -> None:
