@@ -33,8 +33,9 @@ from ..manifest import build_manifest
 from ..modalities import cohort as cohort_mod
 from ..modalities import measurement, phenotypes
 from ..modalities.population import visit2_covariates
+from ..model.constants import CHROM_LENGTHS, CONTIGS
+from ..model.world import World
 from ..outputs import Output, resume_or_reset
-from ..world import CHROM_LENGTHS, CONTIGS, World
 from ..writers.parquet import table_bytes
 from .executor import windowed_map
 from .partitions import block_groups

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import seeds, streams
-from ..pathways import covariate_matrix
-from ..world import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
+from .. import leaks, seeds, streams
+from ..model.constants import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
+from ..model.linear import covariate_matrix
 
 
 
@@ -163,8 +163,11 @@ class BlockMolecules:
     def anchor_assay_noise(self) -> dict:
         """Each co-regulated anchor's assay noise (what its released value adds to the pair's
         abundance), the T4 driver's excepted (L reads its abundance through the population stage)."""
+        return leaks.hook(self.world.leaks, "anchor_assay_noise", BlockMolecules._anchor_assay_noise)(self)
+
+    def _anchor_assay_noise(self) -> dict:
         w = self.world
-        if w.pathways is None or w.pathways.visit2_recomputed or w.leaky("pathway_shapes"):
+        if w.pathways is None:
             return {}
         own = PROTEIN_RESIDUAL * np.sqrt(1.0 - COREGULATED_SHARED)
         return {int(a): own * self.pair_noise[:, k] for k, (a, _) in enumerate(w.coregulated) if int(a) != w.roles.t4_causal}
@@ -244,14 +247,14 @@ class BlockMolecules:
         raw = bio + covariate_terms(w, pop_rows, age_shift=age_shift, bmi=bmi2)
         if not self._n_pathways():
             return raw, r2
+        leaks.hook(w.leaks, "visit2_followers", BlockMolecules._visit2_followers)(self, rows, raw, bio, age_shift, bmi2, pop_rows)
+        return raw, r2
+
+    def _visit2_followers(self, rows: np.ndarray, raw: np.ndarray, bio: np.ndarray, age_shift, bmi2: np.ndarray,
+                          pop_rows: dict) -> None:
+        """The followers' visit-2 values added to ``raw`` and ``bio`` in place."""
+        w, s, b = self.world, self.world.seed, self.b
         pw = w.pathways
-        if pw.visit2_recomputed:  # test-only: the followers re-read their feeders' visit-2 values
-            c = VISIT2_RESID_CARRY  # a pathway's own term renews as a residual does
-            eps_new = seeds.stream(s, streams.PATHWAY_RESIDUAL_VISIT2, b).standard_normal(self.pathway_eps.shape)
-            pop2 = dict(pop_rows, age=pop_rows["age"] + age_shift, bmi=bmi2)
-            k2, late2 = pathway_values(w, raw, c * self.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows], self.dosage[rows], pop2)
-            add_pathways(w, raw, bio, k2, late2)
-            return raw, r2
         # as the T2 decoy reads L_late and the A9 partner L_late carried on, from baseline
         # values: a baseline follower reads K_m_late, a late follower K_m_late five years
         # on; both with the covariate change their path stands in for (cohort.visit2_specials)
@@ -264,7 +267,6 @@ class BlockMolecules:
         base_change = dot(change, pw.cov_change[:, 0, :].T)
         late_change = dot(change, pw.cov_change[:, 1, :].T)
         add_pathways(w, raw, bio, late + base_change, ahead + late_change)
-        return raw, r2
 
 
 def moments(x: np.ndarray) -> np.ndarray:

@@ -532,13 +532,6 @@ def analyse_all(root: str, jobs: int = 1, only: Optional[list] = None, cache: Op
     return [cached.get(d) or fresh[d] for d in dirs]
 
 
-def main(argv: Optional[list] = None) -> int:
-    """``python -m pipeline.audit --tells <root> ...`` (the audit's command line parses the options)."""
-    from ..audit.cli import main as audit_main
-
-    return audit_main(["--tells", *(argv if argv is not None else sys.argv[1:])])
-
-
 def scan_main(root: str, *, json_out: Optional[str] = None, alpha: float = 0.01, jobs: int = 1,
               worlds: Optional[str] = None, cache: Optional[str] = None) -> int:
     """The tell scan over the worlds under ``root``: the report printed and written as JSON."""

@@ -19,7 +19,7 @@ from ..buildrecord import world_determining
 from ..config import DECOY_MECHANISM
 from ..manifest import build_manifest
 from ..modalities.population import ANCESTRY_BMI
-from ..world import World
+from ..model.world import World
 from .parquet import table_bytes
 
 if TYPE_CHECKING:  # annotations only: no import at run time

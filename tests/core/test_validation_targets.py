@@ -102,10 +102,10 @@ def test_what_validation_may_import_imports_no_generator_module_either():
 
 def test_the_import_walk_sees_imports_inside_functions():
     """The walk can fail: generator imports hidden inside a function are found."""
-    planted = ("from .core import Check\n\n\ndef f():\n    from ..world import CARDIAC_L\n"
+    planted = ("from .core import Check\n\n\ndef f():\n    from ..model.constants import CARDIAC_L\n"
                "    from .. import pathways\n    import pipeline.blocks\n    return CARDIAC_L, Check\n")
     bad = _violations({VALIDATION / "planted.py": planted})
-    assert [b.split(": ")[1] for b in bad] == ["pipeline.world", "pipeline.pathways", "pipeline.blocks"], bad
+    assert [b.split(": ")[1] for b in bad] == ["pipeline.model.constants", "pipeline.pathways", "pipeline.blocks"], bad
 
 
 def test_mechanisms_and_analyst_share_a_module_instead_of_importing_each_other():
@@ -251,7 +251,7 @@ def test_centre_codes_come_from_the_releases_data_dictionary(tmp_path):
     from pipeline import bundle
     from pipeline.data_dictionary import render_tsv
     from pipeline.validation.core import WorldDir
-    from pipeline.world import CENTRE_CODES  # the test may look: it checks the round trip
+    from pipeline.model.constants import CENTRE_CODES  # the test may look: it checks the round trip
 
     release = tmp_path / bundle.RELEASE
     release.mkdir()
