@@ -80,7 +80,7 @@ COMMAND = Command(
     groups={"limits": f"a per-turn limit of agent programs: {', '.join(LIMIT_KEYS)} (sizes as 16GiB, 512MiB)"},
     epilog="isolation defaults to require. stdout carries MCP frames only; logs go to stderr. The episode is scored "
            "when submit()/finish() or the turn limit ends it, or when the client disconnects. Run the CLI where it "
-           "cannot read the world's sealed/ folder (README: MCP: agentic CLIs).",
+           "cannot read the world's sealed/ folder (docs/mcp.md).",
 )
 
 
@@ -102,7 +102,7 @@ def warn_if_sealed_readable(sealed: Path) -> Optional[str]:
         log(f"warning: the world's sealed/ folder (the hidden truth the episode is scored against) is readable by "
             f"{exposure}: an agentic CLI running as such a user can read it with its own shell and file tools, which "
             "run outside the sandbox. Run the CLI as another user or in a container that cannot read sealed/ "
-            "(README: MCP: agentic CLIs).")
+            "(docs/mcp.md).")
     return exposure
 
 

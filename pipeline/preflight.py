@@ -12,7 +12,7 @@ API keeps).
 
 Each problem is a :class:`pipeline.config.ConfigError`: one line naming the
 field, the value and what is valid.  The size figures are estimates calibrated
-on the bench runs in the README (paper and biobank scale, two workers); they
+on the bench runs in docs/performance.md (paper and biobank scale, two workers); they
 are meant to refuse what cannot fit, not to predict the peak to the megabyte.
 """
 from __future__ import annotations
