@@ -218,7 +218,7 @@ def main(argv: list | None = None) -> int:
               f"-> {'PASSED' if ireport['passed_by_replication'] else 'FAILED'}")
     verdict = ireport.get("passed_by_replication", ireport["passed"])
     print(f"\npanel {args.panel} at scale {args.scale}: {len(results)} worlds in {time.monotonic() - t_all:.0f} s; "
-          f"{'tell scan' if 'sealed_checks' not in report else 'the tell scan sealed checks'} "
+          f"{'the tell scan' if not args.sealed_checks_only else 'the tell scan sealed checks'} "
           f"{'PASSED' if report['passed'] else 'FAILED'}, instrument check "
           f"{'PASSED' if ireport['passed'] else 'FAILED'} ({len(findings)} over the per-world bar, "
           f"{ireport['expected_chance_findings']} expected by chance; by replication "
