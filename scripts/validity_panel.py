@@ -79,18 +79,38 @@ def read_kept(path: Path) -> dict:
     return kept
 
 
-def analyse(world_dir: Path, store: Path, alpha: float) -> dict:
+def sealed_checks(world_dir: Path) -> dict:
+    """The tell scan's sealed checks alone (the locus check, the surrogate, T4): no genome scan."""
+    from pipeline import bundle
+    from pipeline.genotypes_io import load_genotypes
+    from pipeline.tells import features
+    from pipeline.tells.sealed_checks import WorldTruth, check_instruments, check_surrogate, check_t4
+
+    wt = WorldTruth.load(str(world_dir))
+    release = str(world_dir / bundle.RELEASE)
+    genotypes = load_genotypes(release, threads=1)
+    contig, position = features.variant_positions(release, list(genotypes.columns))
+    checks = [check_instruments(str(world_dir), wt, genotypes, contig, position),
+              check_surrogate(str(world_dir), wt), check_t4(str(world_dir), wt)]
+    return {"world": wt.world_id, "checks": checks}
+
+
+def analyse(world_dir: Path, store: Path, alpha: float, sealed_only: bool = False) -> dict:
     """Both scans' per-world analyses of one built world, kept in ``store``."""
     path = store / f"{world_dir.name}.pkl"
     digest = manifest_digest(world_dir)
     if path.exists():
         kept = read_kept(path)
-        if kept.get("digest") == digest and kept.get("code") == code_digest():
+        if kept.get("digest") == digest and kept.get("code") == code_digest() and (sealed_only or kept.get("tells")):
             return kept
     t0 = time.monotonic()
-    res = {"format": STORE_FORMAT, "digest": digest, "code": code_digest(),
-           "tells": tells.analyse_world_safely(str(world_dir)),
-           "instruments": inst.analyse_world(str(world_dir), alpha)}
+    if sealed_only:  # the sealed checks (locus, surrogate, T4) without the role-blind statistics
+        res = {"format": STORE_FORMAT, "digest": digest, "code": code_digest(), "tells": None,
+               "sealed": sealed_checks(world_dir), "instruments": inst.analyse_world(str(world_dir), alpha)}
+    else:
+        res = {"format": STORE_FORMAT, "digest": digest, "code": code_digest(),
+               "tells": tells.analyse_world_safely(str(world_dir)),
+               "instruments": inst.analyse_world(str(world_dir), alpha)}
     res["seconds"] = round(time.monotonic() - t0, 1)
     tmp = path.with_suffix(".wip")
     tmp.write_bytes(pickle.dumps(res, protocol=5))
@@ -109,6 +129,10 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep each built world (default: delete it once analysed)")
     ap.add_argument("--alpha", type=float, default=0.05, help="the instrument check's level per world and outcome")
     ap.add_argument("--workers", type=int, default=2, help="build workers")
+    ap.add_argument("--sealed-checks-only", action="store_true",
+                    help="the instrument check and the tell scan's sealed checks (locus, surrogate, T4) without the "
+                         "role-blind statistics (one genome scan per world instead of five: the paper-scale panel in "
+                         "the time of its builds)")
     ap.add_argument("--replicates", type=int, default=10,
                     help="fresh cohorts of a world's model to replicate each instrument finding in (0: none)")
     args = ap.parse_args(argv)
@@ -146,15 +170,26 @@ def main(argv: list | None = None) -> int:
                 print(f"[{wid}] build FAILED:\n{done.stdout[-2000:]}{done.stderr[-2000:]}", flush=True)
                 return 2
             print(f"[{wid}] built in {time.monotonic() - t0:.0f} s", flush=True)
-        res = analyse(wdir, store, args.alpha)
+        res = analyse(wdir, store, args.alpha, args.sealed_checks_only)
         print(f"[{wid}] analysed in {res['seconds']:.0f} s", flush=True)
         results.append(res)
         shutil.copyfile(wdir / "sealed" / "world.yaml", store / f"{wid}.world.yaml")  # the model, for replication
         if not args.keep:
             shutil.rmtree(wdir)
-    report = tells.scan([r["tells"] for r in results])
-    (out / "tells.json").write_text(json.dumps(tells._json_ready(report), indent=1))
-    print(tells.format_report(report))
+    if results and all(r.get("tells") for r in results):
+        report = tells.scan([r["tells"] for r in results])
+        (out / "tells.json").write_text(json.dumps(tells._json_ready(report), indent=1))
+        print(tells.format_report(report))
+    else:  # the sealed checks alone, judged as the tell scan judges them (pooled tests included)
+        verdicts = tells.sealed_verdicts([r["sealed"] for r in results if r.get("sealed")], 0.01)
+        failed = [c for c in verdicts if not c.get("passed", True)]
+        report = {"passed": not failed, "sealed_checks": verdicts}
+        (out / "sealed_checks.json").write_text(json.dumps(tells._json_ready(report), indent=1, default=str))
+        for c in verdicts:
+            print(f"sealed check {c['name']} [{c.get('world', 'pooled')}]: {'passed' if c.get('passed', True) else 'FAILED'}"
+                  f"  {c.get('detail', '') if isinstance(c.get('detail'), str) else ''}"
+                  + "".join(f"\n    {p}" for p in c.get("problems") or []))
+        print(f"tell scan's sealed checks: {len(failed)} failed of {len(verdicts)}")
     per_world = [r["instruments"] for r in results]
     pooled = inst.pooled(per_world, args.alpha)
     findings = [dict(f, world=r["world"]) for r in per_world for f in r["findings"]]
@@ -199,7 +234,8 @@ def main(argv: list | None = None) -> int:
               f"-> {'PASSED' if ireport['passed_by_replication'] else 'FAILED'}")
     verdict = ireport.get("passed_by_replication", ireport["passed"])
     print(f"\npanel {args.panel} at scale {args.scale}: {len(results)} worlds in {time.monotonic() - t_all:.0f} s; "
-          f"tell scan {'PASSED' if report['passed'] else 'FAILED'}, instrument check "
+          f"{'the tell scan' if not args.sealed_checks_only else 'the tell scan sealed checks'} "
+          f"{'PASSED' if report['passed'] else 'FAILED'}, instrument check "
           f"{'PASSED' if ireport['passed'] else 'FAILED'} ({len(findings)} over the per-world bar, "
           f"{ireport['expected_chance_findings']} expected by chance; by replication "
           f"{'PASSED' if verdict else 'FAILED'})")
