@@ -212,17 +212,21 @@ def test_cli_drives_the_openai_adapter(tiny_world_noimaging, tmp_path):
 
 @pytest.mark.slow
 def test_reference_ordering_holds_at_small_scale(tmp_path):
-    """mean mr_knockdown >= cis_mr + 3 >= correlation + 6 over four small worlds and all budgets."""
+    """mean mr_knockdown >= cis_mr + 3 >= correlation + 3 over the 12 development worlds of
+    paper-v1 at small scale and all budgets: the ordering the benchmark promises, on the worlds
+    it promises it for (a proxy of four worlds went below the margin when issue 29's generator
+    redrew them: cis_mr - correlation 1.93 there, 7.78 on the development worlds)."""
     sys.path.insert(0, str(REPO / "scripts"))
     import reference_agents
 
     status = reference_agents.main(["--scale", "small", "--out", str(tmp_path), "--agents",
-                                    "correlation,cis_mr,mr_knockdown", "--jobs", "2"])
+                                    "correlation,cis_mr,mr_knockdown", "--jobs", "2", "--panel", "paper-v1",
+                                    "--development", "--release", "noimaging"])
     scores = json.loads((tmp_path / "reference_scores.json").read_text())
     assert status == 0, scores["failures"]
     means = scores["means"]
     assert means["mr_knockdown"] >= means["cis_mr"] + 3 and means["cis_mr"] >= means["correlation"] + 3
-    assert len(scores["worlds"]) >= 3
+    assert len(scores["worlds"]) == 12
 
 
 # ----------------------------------------------------------------------------- cis-MR claim rules
