@@ -13,11 +13,9 @@ import hashlib
 import types
 
 import numpy as np
-import pandas as pd
 import pytest
-import yaml
 
-from conftest import build_world
+from worlds import build_world
 from pipeline import config, ld, world as world_mod
 from pipeline.config import TEST_LEAKS
 from pipeline.modalities import phenotypes

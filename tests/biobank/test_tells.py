@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import build_worlds
+from worlds import build_worlds
 from pipeline.agents import create_agent
 from pipeline.agents import tells as tells_agent
 from pipeline.harness import run_episode
@@ -29,7 +29,7 @@ from pipeline.score import score
 from pipeline.tells import scan as tells_scan
 from pipeline.tells.sealed_checks import model_r2, role_kinds
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LEAKS = ("transcripts", "communality", "weak_instrument", "cis_sharing", "t8_signs", "t4_separable")
 #: The smallest set of tiny worlds found to catch all six leaks (README, "Benchmark validity"):
 #: standard-01's roles (T1, T2, T4 pair, A9 pair, surrogate) in five archetype variants.

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 #: Modules that judge a built world: the scorer, the leak audit and its tell scan, the
 #: experiment oracle, the release loader.

@@ -22,7 +22,7 @@ import pytest
 
 from pipeline import bundle, config, preflight
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 W = "world=standard-01"
 #: a world small enough to build twice in seconds (the multirun test's sizes)
 SMALL = ["scale.participants=400", "scale.imaged=80", "scale.proteins=60", "scale.variants=128", "release=noimaging"]

@@ -18,7 +18,7 @@ import secrets
 import pytest
 import yaml
 
-from conftest import build_world
+from worlds import build_world
 from pipeline.validate import run
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from pipeline.harness import EpisodeError, extract_code, isolation_status, run_e
 from pipeline.harness import episode as episode_mod
 from pipeline.score import COMPONENT_KEYS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ISOLATED, ISOLATION_REASON = isolation_status()
 
 
