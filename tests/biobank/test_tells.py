@@ -320,6 +320,7 @@ def test_cli_rejects_a_folder_without_worlds(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.paper  # two whole panels (tiny and small): a documented command, not in CI
 def test_paper_panel_tell_scan():
     """The full-panel figures: scripts/tells_panel.py at tiny and small scale (README, "Benchmark validity")."""
     out = os.environ.get("DTW_TELLS_OUT", str(REPO / "worlds-tells"))
