@@ -13,7 +13,7 @@ import numpy as np
 from . import seeds
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from .world import World
+    from .model.world import World
 
 
 def per_block(world: World, name: str, draw: Callable[[np.random.Generator, int], np.ndarray], subset: np.ndarray | None = None) -> np.ndarray:

@@ -6,18 +6,28 @@ it ran, package versions, the cluster's worker count, and per-stage wall, CPU
 and bytes written.  It identifies the config by a digest of the world-
 determining config *without* the seed, and the outputs by their manifests'
 SHA-256.  It never holds the seed.
+
+What determines a world is defined once, :func:`world_determining` (declared on the
+schema, ``pipeline.config_schema``): sealed/world.yaml records it, and the build record's
+digest, the evaluation's world digest (``pipeline.evaluate.settings``), resumption
+(``pipeline.graph.steps.prepare_work``) and the training worlds' cache key
+(``pipeline.frameworks.worlds.world_key``) are all over it.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import platform
 import posixpath
 import time
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from . import FORMAT_VERSION, __version__, config
+from .config_schema import world_determining
+from .formats import FormatError, check_format
 from .outputs import Output
 
 RECORD = "build-record.json"
@@ -27,12 +37,19 @@ PACKAGES = ("numpy", "numba", "dask", "distributed", "pyarrow", "pandas", "zarr"
 
 
 def config_digest(cfg: Any) -> str:
-    """SHA-256 of the world-determining config as sealed/world.yaml holds it,
-    with the seed left out (a digest over a seed would be a way to test guesses)."""
-    plain = config.to_plain(cfg)
-    doc = {k: v for k, v in plain.items() if k not in ("cluster", "out", "seeds")}
+    """SHA-256 of the world-determining config (:func:`world_determining`) as sealed/world.yaml
+    holds it, with the seed left out (a digest over a seed would be a way to test guesses)."""
+    doc = world_determining(cfg)
     doc["world"] = {k: v for k, v in doc.get("world", {}).items() if k != "seed"}
     return hashlib.sha256(config.canonical_json(doc).encode()).hexdigest()
+
+
+def resume_doc(resolved: Any) -> dict:
+    """What a resumed build must match (``pipeline.outputs.resume_or_reset``): the
+    world-determining config and the seed."""
+    doc = world_determining(resolved.cfg)
+    doc["seed"] = str(resolved.seed)
+    return doc
 
 
 def versions() -> dict:
@@ -87,3 +104,17 @@ def write(output: Output, record: dict) -> str:
     path = posixpath.join(output.root, RECORD)
     output.write_json(path, record)
     return path
+
+
+def read(world_dir, error: type = FormatError) -> dict | None:
+    """``<world_dir>/build-record.json``, or None when it is absent or unreadable; a record of
+    another ``format_version`` than this version writes raises ``error`` naming the file."""
+    path = Path(world_dir) / RECORD
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    check_format(record.get("format_version"), FORMAT_VERSION, path, what="format_version", error=error)
+    return record

@@ -62,7 +62,11 @@ ZARR_SUFFIX = ".zarr"
 IMAGE_SUFFIX = ".npz"
 #: Geometry every image carries beside its pixels (npz members, or attributes of ``cine``/``t1map``).
 IMAGE_GEOMETRY_KEYS = ("pixel_spacing_mm", "slice_thickness_mm", "frame_interval_ms")
-TABLE_SCHEMA = Path(__file__).resolve().parent / "schemas" / "release_tables.schema.json"
+#: The schemas: inside the package of a wheel (pipeline/schemas), else the repository's root schemas/
+#: (a checkout or an editable install; this module imports nothing of the package, see pipeline.paths).
+_HERE = Path(__file__).resolve().parent
+_SCHEMAS = next((d for d in (_HERE / "schemas", _HERE.parent / "schemas") if d.is_dir()), _HERE / "schemas")
+TABLE_SCHEMA = _SCHEMAS / "release_tables.schema.json"
 
 # ----------------------------------------------------------------------------- sealed/
 

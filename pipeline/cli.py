@@ -136,8 +136,8 @@ def run(app: App, argv: Optional[list] = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     for attr, flag in REFUSED_FLAGS.items():
         if getattr(args, attr, None) is not None:
-            return fail(f"{flag}: {app.name} composes its own configs (pipeline/conf); valid: overrides such as world=<id> "
-                        "scale=<size> out=<path>, or a world file added to pipeline/conf/world/")
+            return fail(f"{flag}: {app.name} composes its own configs (conf/); valid: overrides such as world=<id> "
+                        "scale=<size> out=<path>, or a world file added to conf/world/")
     computes = not (args.help or args.hydra_help or args.shell_completion or args.cfg or args.info)
     shows_job = args.cfg in ("job", "all")
     extra = []

@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
+from .locations import filesystem_class
 from .paths import CONF_DIR
 
 # The vocabulary and the schemas (dataclasses registered in the ConfigStore) live in
@@ -272,8 +273,6 @@ def read_seed_file(url: Optional[str]) -> Optional[str]:
     if not url:
         return None
     import fsspec
-
-    from .preflight import filesystem_class
 
     filesystem_class(url, field="seeds")
     try:

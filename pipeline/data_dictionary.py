@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .modalities.messy import SENTINEL_COLUMNS
 from .modalities.measurement import MESSY_LAB_CENTRES, MISSING_RATE
-from .world import CENTRE_CODES
+from .model.constants import CENTRE_CODES
 
 TSV_COLUMNS = ("field_id", "description", "coding", "table", "sentinel_codes", "ukb_difference")
 SENTINEL_MEANING = {-1: "do not know", -3: "prefer not to answer"}

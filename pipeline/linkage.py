@@ -23,13 +23,17 @@ The effects are the model's own: L = z[sum w_j f(P_j) + 0.15 z(BMI) + 0.10 smoki
 0.1 G_trans + lambda F + beta X + 0.8 eps], so a driver's cis genotype moves standardised
 L by |w| sqrt(h2) / (sd(P_raw) sd(L_raw)) (the saturation of hard worlds only lowers it),
 and L_late = z[0.75 L + 0.35 sum w_late P] likewise.  ``latent_model`` computes the
-variances from the model's linear structure (``pipeline.pathways``).
+variances from the model's linear structure (``pipeline.model.linear``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .model import linear
+from .model.constants import (COREGULATED_SHARED, L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS,
+                              PROTEIN_RESIDUAL, TRANS_EFFECT)
 
 #: Expected reduced-form z on L through LD allowed between one moving locus and one other
 #: instrument locus; with one on either side an instrument stays below 1.
@@ -55,28 +59,25 @@ class LatentModel:
 
 
 def latent_model(world, cov_x: np.ndarray) -> LatentModel:
-    """L and L_late of ``world`` from its drivers' structure (``pipeline.pathways`` helpers)."""
-    from . import pathways
-    from .world import COREGULATED_SHARED, L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, PROTEIN_RESIDUAL
-
+    """L and L_late of ``world`` from its drivers' structure (``pipeline.model.linear``)."""
     F = world.protein_loadings.shape[1]
     r = world.roles
-    sigma = pathways.sigma_matrix(F, cov_x)
+    sigma = linear.sigma_matrix(F, cov_x)
     sd_age, sd_bmi = np.sqrt(cov_x[0, 0]), np.sqrt(cov_x[2, 2])
     hard = world.hard
     s = float(world.params["bias_params"]["hard"]["saturation"])
     f = (lambda x: s * np.tanh(x / s)) if hard else (lambda x: x)
-    kappa = pathways.gauss_hermite(lambda x: (1.0 / np.cosh(x / s)) ** 2) if hard else 1.0
-    v_f = pathways.gauss_hermite(lambda x: f(x) ** 2) if hard else 1.0
+    kappa = linear.gauss_hermite(lambda x: (1.0 / np.cosh(x / s)) ** 2) if hard else 1.0
+    v_f = linear.gauss_hermite(lambda x: f(x) ** 2) if hard else 1.0
     qs, rem, sds = [], [], []
     for d in r.drivers:
         d = int(d)
-        var = pathways.raw_variance(world, d, sigma)
+        var = linear.raw_variance(world, d, sigma)
         if world.t4_coregulated and d == r.t4_causal:
             var -= PROTEIN_RESIDUAL ** 2 * (1.0 - COREGULATED_SHARED)  # L reads the abundance, not the assay
-        q = pathways.content(world, d) / np.sqrt(var)
+        q = linear.content(world, d) / np.sqrt(var)
         qs.append(kappa * q)
-        rem.append(v_f - kappa ** 2 * pathways.var_of(q, sigma))
+        rem.append(v_f - kappa ** 2 * linear.var_of(q, sigma))
         sds.append(np.sqrt(var))
     qs, rem = np.array(qs).reshape(-1, F + 4), np.array(rem)
     l_terms = np.zeros(F + 4)  # L's own covariate terms (S1.2)
@@ -84,7 +85,7 @@ def latent_model(world, cov_x: np.ndarray) -> LatentModel:
     l_terms[F + 2] = L_BMI / sd_bmi
     l_terms[F + 3] = L_SMOKING
     w, wl = r.weights, r.weights_late
-    a_l = (pathways.mm(w, qs) if len(w) else np.zeros(F + 4)) + l_terms
+    a_l = (linear.mm(w, qs) if len(w) else np.zeros(F + 4)) + l_terms
     indep = L_DIRECT ** 2 + world.latent_residual ** 2
     bp = world.params["bias_params"]
     if world.has("T7"):
@@ -93,12 +94,12 @@ def latent_model(world, cov_x: np.ndarray) -> LatentModel:
         indep += bp["hard"]["polygenic_sd"] ** 2
     if r.interaction is not None:
         indep += r.interaction[2] ** 2
-    var_l = pathways.var_of(a_l, sigma) + float(np.sum(w ** 2 * rem)) + indep
+    var_l = linear.var_of(a_l, sigma) + float(np.sum(w ** 2 * rem)) + indep
     sd_l = float(np.sqrt(var_l))
     a_l, d_l, i_l = a_l / sd_l, w / sd_l, indep / var_l
-    a_late = LATE_CARRY * a_l + LATE_DRIVERS * (pathways.mm(wl, qs) if len(wl) else np.zeros(F + 4))
+    a_late = LATE_CARRY * a_l + LATE_DRIVERS * (linear.mm(wl, qs) if len(wl) else np.zeros(F + 4))
     d_late = LATE_CARRY * d_l + LATE_DRIVERS * wl
-    var_late = pathways.var_of(a_late, sigma) + float(np.sum(d_late ** 2 * rem)) + LATE_CARRY ** 2 * i_l
+    var_late = linear.var_of(a_late, sigma) + float(np.sum(d_late ** 2 * rem)) + LATE_CARRY ** 2 * i_l
     sd_late = float(np.sqrt(var_late))
     return LatentModel(sd_l=sd_l, sd_late=sd_late, driver_sd=np.array(sds, dtype=np.float64), d_l=np.asarray(d_l, np.float64),
                        d_late=np.asarray(d_late, np.float64), a_l=a_l, a_late=a_late / sd_late, kappa=float(kappa),
@@ -109,8 +110,6 @@ def mover_effects(world, model: LatentModel, polygenic_effects: np.ndarray | Non
     """Every kind of variant that moves L with its effect per SD of genotype on standardised
     L and L_late: dicts (kind, protein or None, beta_l, beta_late).  Variants are attached
     by the caller (``with_variants``) once the loci are placed."""
-    from .world import L_DIRECT, LATE_CARRY, TRANS_EFFECT
-
     r = world.roles
     out = []
     for k, d in enumerate(r.drivers):

@@ -3,7 +3,7 @@ the variant map (SPEC section 4; issues 12 and 29): every protein's own locus, c
 ordinary pairs on one variant, a small share placed on or near another protein's locus,
 and every instrument locus kept at expected haplotype r below the cohort's linkage bound
 (``pipeline.linkage``) from every other, whatever its role.  Part of the world model
-(``pipeline.world``)."""
+(``pipeline.model.sampler`` calls ``place``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -32,22 +32,6 @@ def _linked_to(variants, contig, position, af, decay_bp, r2_min: float = ld.LINK
     for v in variants:
         out.update(int(x) for x in nb[int(v)])
     return np.array(sorted(out), dtype=np.int64)
-
-
-def _loci_leaky(rng, V, P, n_master, poly_n, drivers, position, contig, t4_causal, t4_partner):
-    """The pre-issue-12 placement (test_leaks=cis_sharing): cis variants drawn with
-    replacement, linkage unconstrained except between drivers."""
-    master_variants = np.sort(rng.choice(V, size=n_master, replace=False))
-    pool = np.setdiff1d(np.arange(V), master_variants)
-    protein_cis = rng.choice(pool, size=P, replace=True).astype(np.int64)
-    for k in range(1, len(drivers)):
-        while np.any(_near(position, contig, [int(protein_cis[d]) for d in drivers[:k]], 100_000)[protein_cis[drivers[k]]]):
-            protein_cis[drivers[k]] = int(rng.choice(pool))
-    if t4_partner is not None:
-        protein_cis[t4_partner] = protein_cis[t4_causal]
-    direct_variant = int(rng.choice(pool))
-    polygenic = np.sort(rng.choice(pool, size=min(poly_n, len(pool)), replace=False))
-    return master_variants, protein_cis, direct_variant, polygenic, np.empty((0, 2), np.int64), {"mode": "test_leaks=cis_sharing"}
 
 
 def pairs_and_linked(rng, P: int, role_of: dict) -> tuple:
@@ -329,33 +313,3 @@ def _place_polygenic(rng, V, beta, free, claims, variant_of, nb, contig, positio
             raise ConfigError(f"scale.variants: {V} variants have no room for polygenic variant {int(i) + 1} of {k} within the "
                               f"linkage bound; valid: more variants or fewer world.bias_params.hard.polygenic_variants")
     return out
-
-
-def weak_ld_leak(protein, driver, protein_cis, contig, position, af, rho, decay_bp, taken) -> bool:
-    """Test-only (``test_leaks=weak_ld``): the pre-issue-29 defect made certain.  The variant
-    next to the driver's cis variant (no locus) is moved to where its expected haplotype r^2
-    with it is just under LINK_R2, the old rule's bound, and ``protein`` takes it as its cis
-    variant.  Changes ``position``, ``rho`` and ``protein_cis`` in place; False if no
-    neighbour is free."""
-    vd = int(protein_cis[driver])
-    for u, nxt in ((vd + 1, vd + 2), (vd - 1, vd - 2)):
-        if not 0 <= u < len(position) or contig[u] != contig[vd] or u in taken:
-            continue
-        lo, hi = 1.0, 20.0 * decay_bp  # distance with r^2 just under LINK_R2
-        for _ in range(80):
-            mid = 0.5 * (lo + hi)
-            r = float(np.ravel(ld.expected_haplotype_r(np.array([af[vd]]), np.array([af[u]]), np.array([np.exp(-mid / decay_bp)])))[0])
-            lo, hi = (mid, hi) if r * r > 0.999 * ld.LINK_R2 else (lo, mid)
-        d = int(np.ceil(hi))
-        new = position[vd] + d if u > vd else position[vd] - d
-        bound_ok = (not 0 <= nxt < len(position) or contig[nxt] != contig[vd]
-                    or (new < position[nxt] if u > vd else new > position[nxt]))
-        if not bound_ok or new <= 0:
-            continue
-        position[u] = new
-        for k in (u, u + 1):
-            if 0 < k < len(position):
-                rho[k] = np.exp(-abs(position[k] - position[k - 1]) / decay_bp) if contig[k] == contig[k - 1] else 0.0
-        protein_cis[protein] = u
-        return True
-    return False

@@ -50,7 +50,6 @@ import io
 import logging
 import os
 import signal
-import stat
 import sys
 import threading
 import time
@@ -60,6 +59,7 @@ from typing import Any, Optional
 
 from .commandline import Command, Option, UsageError, version
 from .episode import COMMAND as EPISODE_COMMAND, LIMIT_KEYS, _limits
+from .harness.exposure import can_read_folder, sealed_exposure
 
 PROG = "pipeline.mcp"
 SERVER_NAME = "drugtargetworld"
@@ -80,7 +80,7 @@ COMMAND = Command(
     groups={"limits": f"a per-turn limit of agent programs: {', '.join(LIMIT_KEYS)} (sizes as 16GiB, 512MiB)"},
     epilog="isolation defaults to require. stdout carries MCP frames only; logs go to stderr. The episode is scored "
            "when submit()/finish() or the turn limit ends it, or when the client disconnects. Run the CLI where it "
-           "cannot read the world's sealed/ folder (README: MCP: agentic CLIs).",
+           "cannot read the world's sealed/ folder (docs/mcp.md).",
 )
 
 
@@ -94,74 +94,7 @@ def task_prompt(info) -> str:
 
 
 # ----------------------------------------------------------------------------- the trust check
-
-
-def _ids_of(pid: int) -> Optional[tuple[int, set]]:
-    """(real uid, real and supplementary gids) of process ``pid``, from /proc; None when unknown."""
-    try:
-        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                      if ":" in line)
-        uid = int(fields["Uid"].split()[0])
-        gids = {int(fields["Gid"].split()[0]), *(int(g) for g in fields.get("Groups", "").split())}
-        return uid, gids
-    except (OSError, KeyError, ValueError, IndexError):
-        return None
-
-
-def _allows(st: os.stat_result, uid: Optional[int], gids: set, want: int) -> bool:
-    """Whether the permission bits give ``uid``/``gids`` (None: any other user) the access ``want`` (4 r, 1 x)."""
-    if uid == 0:
-        return True
-    mode = stat.S_IMODE(st.st_mode)
-    if uid is not None and st.st_uid == uid:
-        bits = mode >> 6
-    elif uid is not None and st.st_gid in gids:
-        bits = mode >> 3
-    else:
-        bits = mode
-    return bits & want == want
-
-
-def can_read_folder(folder: Path, uid: Optional[int], gids: set = frozenset()) -> bool:
-    """Whether ``uid`` (None: a user with no relation to the files) could list ``folder`` and read a file in it.
-
-    From the permission bits of every folder on the way and of the folder's first regular
-    files (ACLs and capabilities are not read).
-    """
-    folder = Path(folder).resolve()
-    try:
-        for step in [*reversed(folder.parents), folder]:
-            if not _allows(os.stat(step), uid, gids, 1):
-                return False
-        if not _allows(os.stat(folder), uid, gids, 4):
-            return False
-        files = []
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_file(follow_symlinks=False):
-                    files.append(entry)
-                    if len(files) >= 8:
-                        break
-    except OSError:
-        return False
-    return any(_allows(entry.stat(follow_symlinks=False), uid, gids, 4) for entry in files) if files else True
-
-
-def sealed_exposure(sealed: Path, launcher: Optional[tuple[int, set]] = None) -> Optional[str]:
-    """Who besides this server can read the world's ``sealed/`` (words to follow "readable by"), or None.
-
-    ``launcher`` is (uid, gids) of the process that started the server (default: read from
-    /proc for the parent process; this process's own when that cannot be read).
-    """
-    if launcher is None:
-        launcher = _ids_of(os.getppid()) or (os.getuid(), {os.getgid(), *os.getgroups()})
-    uid, gids = launcher
-    if can_read_folder(sealed, None):
-        return "every user of this machine"
-    if can_read_folder(sealed, uid, gids):
-        return f"{'root' if uid == 0 else f'uid {uid}'}, the user of the process that started this server"
-    return None
-
+# (who can read a folder: pipeline.harness.exposure)
 
 def warn_if_sealed_readable(sealed: Path) -> Optional[str]:
     exposure = sealed_exposure(sealed)
@@ -169,7 +102,7 @@ def warn_if_sealed_readable(sealed: Path) -> Optional[str]:
         log(f"warning: the world's sealed/ folder (the hidden truth the episode is scored against) is readable by "
             f"{exposure}: an agentic CLI running as such a user can read it with its own shell and file tools, which "
             "run outside the sandbox. Run the CLI as another user or in a container that cannot read sealed/ "
-            "(README: MCP: agentic CLIs).")
+            "(docs/mcp.md).")
     return exposure
 
 
@@ -309,9 +242,9 @@ class EpisodeServer:
                 return self._ended_text(), True
             self.running_since = time.monotonic()
             try:
-                text, observation = session.call(ToolCall(name, arguments, call_id))
+                text, _ = session.call(ToolCall(name, arguments, call_id))
             except Exception:
-                text, observation = self._harness_error(), None
+                text = self._harness_error()
             finally:
                 self.running_since = None
             is_error = text.startswith("Refused:") or text.startswith("The episode has ended")
@@ -596,6 +529,11 @@ def run(args: dict) -> int:
 
 def main(argv: Optional[list] = None) -> int:
     return COMMAND.main(argv, run)
+
+
+__all__ = ["COMMAND", "INSTRUCTIONS_URI", "PROG", "PROGRESS_EVERY_S", "PROMPT_NAME", "RESOURCE_NOT_FOUND", "SERVER_NAME",
+           "EpisodeServer", "can_read_folder", "log", "main", "make_session", "run", "sealed_exposure", "task_prompt",
+           "warn_if_sealed_readable"]
 
 
 if __name__ == "__main__":

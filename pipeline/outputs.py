@@ -117,23 +117,38 @@ class Output:
         return io.BytesIO()
 
 
+#: The version of ``.build/state.json`` (the resumable build's state; its work partitions
+#: are reused only under it).
+BUILD_STATE_FORMAT = "drugtargetworld-build-state/1"
+
+
 def resume_or_reset(output: Output, doc: dict, clear: tuple) -> bool:
     """True when ``.build/state.json`` records the digest of ``doc`` (the world-determining
     config): finished work is reused.  Otherwise every folder in ``clear`` is removed, the
-    work and release folders are made anew with the new digest, and False is returned."""
+    work and release folders are made anew with the new digest, and False is returned.
+    A state of another format (an interrupted build of another version) raises
+    ``FormatError`` naming the file: its partitions are not this version's to reuse or
+    delete (remove the folder, or finish the build with the version that started it); a
+    state without a format (written before the state carried one) reads as before."""
     import hashlib
+
+    from .formats import check_format
 
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
     state = posixpath.join(output.work, "state.json")
     if output.exists(state):
         try:
-            if json.loads(output.read_bytes(state)).get("digest") == digest:
-                return True
+            recorded = json.loads(output.read_bytes(state))
         except ValueError:
-            pass
+            recorded = None
+        if isinstance(recorded, dict):
+            if "format" in recorded:
+                check_format(recorded["format"], BUILD_STATE_FORMAT, state)
+            if recorded.get("digest") == digest:
+                return True
     for path in clear:
         output.rm(path)
     output.makedirs(output.work)
     output.makedirs(output.release)
-    output.write_json(state, {"digest": digest})
+    output.write_json(state, {"format": BUILD_STATE_FORMAT, "digest": digest})
     return False

@@ -49,9 +49,10 @@ covariate terms may not mark it): centred on the supplement's 0.01 (age), 0.10
 (sex), 0.02 (BMI) with a smoking term centred on zero, so L's smoking term, which
 T2 inherits, is one ordinary coefficient among others.
 
-``test_leaks=pathway_shapes`` restores the pre-issue-29 pathways (every pathway with as
-many baseline followers as follow L, no delayed feeder); ``visit2_recomputed`` the
-followers' visit-2 values recomputed from their feeders' visit-2 values.
+The test-only leaks (``pipeline.leaks``) ``pathway_shapes`` (the pre-issue-29 pathways:
+every pathway with as many baseline followers as follow L, no delayed feeder) and
+``visit2_recomputed`` (the followers' visit-2 values recomputed from their feeders' visit-2
+values) replace ``PathwayDesign`` and the followers' visit-2 step (``pipeline.leak_hooks``).
 """
 from __future__ import annotations
 
@@ -59,17 +60,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Ordinary covariate coefficients per protein (age per year, sex, BMI per kg/m2, smoking):
-#: means are the supplement's fixed terms (smoking none), spreads about half of each.
-COVARIATE_MEAN = np.array([0.01, 0.10, 0.02, 0.0])
-COVARIATE_SD = np.array([0.005, 0.05, 0.01, 0.05])
-COVARIATE_CENTRES = np.array([55.0, 0.0, 27.0, 0.0])
+from . import leaks
+from .linkage import latent_model
+from .model.constants import (COREGULATED_SHARED, L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS,
+                              PROTEIN_RESIDUAL)
+from .model.linear import content, mm, sigma_matrix, var_of
+
 #: Proteins feeding one ordinary pathway (inclusive range; a world with drivers deals
-#: around the number that feed L, ``upstream_range``), and following it.
+#: around the number that feed L, ``upstream_range``).
 UPSTREAM = (2, 6)
-FOLLOWERS = (1, 2)
-#: Blocks of the world's own population used to measure the covariates' covariance.
-MOMENT_BLOCKS = 8
 
 
 #: Follower kinds (``PathwayModel.follower_kind``).
@@ -101,7 +100,6 @@ class PathwayModel:
     rho: np.ndarray = None  # [M] corr(K_m, K_m_late) (and of K_m_late with its value five years on)
     cov_change: np.ndarray = None  # [M, 2, 4] covariate content of K_m and K_m_late per unit of X
     weights: list = None  # per pathway: (baseline weights, late weights) of its feeders
-    visit2_recomputed: bool = False  # test-only leak: followers re-read K from the feeders' visit-2 values
     follower_loading: np.ndarray = None  # [P] what each ordinary follower adds: loading x K_m (or K_m_late); 0 otherwise
     residual: np.ndarray = None  # [M] each pathway's own residual SD (L's is 0.55, 0.70 in hard worlds)
     cov_coef: np.ndarray = None  # [M, 4] K_m's own covariate terms per unit of X (L's 0.15 z(BMI), 0.10 smoking, 0.08 z(age))
@@ -125,24 +123,6 @@ class PathwayModel:
                 "path_factor_covariate_share": {k: round(float(v), 6) for k, v in self.path_share.items()}}
 
 
-def covariate_matrix(pop: dict) -> np.ndarray:
-    """X = (age - 55, sex, BMI - 27, smoking), float64 [n, 4]."""
-    return np.column_stack([pop["age"] - COVARIATE_CENTRES[0], pop["sex"].astype(np.float64),
-                            pop["bmi"] - COVARIATE_CENTRES[2], pop["smoking"].astype(np.float64)])
-
-
-def covariate_moments(world) -> tuple:
-    """Mean and covariance of X over the world's first blocks (elementwise sums: the same
-    bits in every process), and the SDs of age and BMI."""
-    from .modalities.population import population_block
-
-    x = np.concatenate([covariate_matrix(population_block(world, b)) for b in range(min(world.n_blocks, MOMENT_BLOCKS))])
-    mean = x.mean(axis=0)
-    c = x - mean
-    cov = np.array([[float(np.mean(c[:, i] * c[:, j])) for j in range(4)] for i in range(4)])
-    return mean, cov
-
-
 def upstream_range(n_drivers: int, delayed: bool) -> tuple:
     """How many proteins feed an ordinary pathway at full weight: about as many as feed L
     at baseline (the drivers, less a delayed A9 driver whose baseline weight is 4-10 % of
@@ -153,12 +133,6 @@ def upstream_range(n_drivers: int, delayed: bool) -> tuple:
     if k < 1:
         return UPSTREAM
     return max(1, k - 2), k + 2
-
-
-def followers_range(n_following_l: int) -> tuple:
-    """How many proteins follow an ordinary pathway in the pre-issue-29 pathways
-    (test_leaks=pathway_shapes): as many as follow L (FOLLOWERS when neither is planted)."""
-    return (n_following_l, n_following_l) if n_following_l >= 1 else FOLLOWERS
 
 
 def _deal(rng, eligible: np.ndarray, must_feed: set, n_up: tuple, shape_of) -> tuple:
@@ -211,59 +185,12 @@ def _deal(rng, eligible: np.ndarray, must_feed: set, n_up: tuple, shape_of) -> t
     return [np.array(sorted(u), dtype=np.int64) for u in upstream], delayed, follows
 
 
-def mm(a, b) -> np.ndarray:
-    """Matrix product with a fixed summation order (kernels.linalg): these values become
-    world parameters, whose bits may not depend on BLAS paths or memory alignment."""
-    from kernels.linalg import dot
-
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    out = dot(a.reshape(1, -1) if a.ndim == 1 else a, b.reshape(-1, 1) if b.ndim == 1 else b)
-    if a.ndim == 1 and b.ndim == 1:
-        return out[0, 0]
-    return out[0] if a.ndim == 1 else (out[:, 0] if b.ndim == 1 else out)
-
-
-_mm = mm
-
-
-def gauss_hermite(fn, n: int = 64) -> float:
-    x, w = np.polynomial.hermite_e.hermegauss(n)
-    return float(np.sum(w * fn(x)) / np.sqrt(2 * np.pi))
-
-
-def sigma_matrix(F: int, cov_x: np.ndarray) -> np.ndarray:
-    """Covariance of Z = (F shared factors, X covariates)."""
-    sigma = np.zeros((F + 4, F + 4))
-    sigma[:F, :F] = np.eye(F)
-    sigma[F:, F:] = cov_x
-    return sigma
-
-
-def content(world, p) -> np.ndarray:
-    """Z content (factor loadings, covariate coefficients) of protein p's ordinary raw value."""
-    return np.concatenate([world.protein_loadings[p], world.protein_cov[p]])
-
-
-def var_of(q, sigma) -> float:
-    return float(mm(mm(q, sigma), q))
-
-
-def raw_variance(world, p, sigma) -> float:
-    """Variance of protein p's ordinary raw value (cis, trans, factors, covariates, residual 0.8)."""
-    from .world import PROTEIN_RESIDUAL
-
-    trans = 0.01 if world.protein_master[p] >= 0 else 0.0
-    return float(world.protein_h2[p] + trans + var_of(content(world, p), sigma) + PROTEIN_RESIDUAL ** 2)
-
-
 def follower_carry(resid_carry: float, residual: float, loading: float, rho: float, carried: float) -> float:
     """Visit-to-visit correlation of a follower's own residual (SD ``residual``) that makes
     its stability an ordinary protein's: carry r^2 + rho l^2 = c 0.8^2 + l^2 k, with c the
     ordinary residual carry, rho the path's correlation between the visits and k its
     factor and covariate share as it carries to visit 2 (the T2 decoy's and the A9
     partner's own formula, ``pipeline.modalities.cohort.visit2_specials``)."""
-    from .world import PROTEIN_RESIDUAL
-
     r2 = residual ** 2
     if r2 <= 0:
         return 0.0
@@ -271,25 +198,63 @@ def follower_carry(resid_carry: float, residual: float, loading: float, rho: flo
     return float(np.clip((target - rho * loading ** 2) / r2, 0.0, 1.0))
 
 
+class PathwayDesign:
+    """How the ordinary pathways take L's own shape in this world (module docstring): a
+    baseline follower where T2 is planted, a delayed feeder and a late follower where A9 is,
+    or no follower at all at ``absent_rate``; each pathway its own residual and follower
+    loading; L's own covariate terms (0.15 z(BMI) + 0.10 smoking + 0.08 z(age), ``l_terms``)
+    and G_m, as S1.2.  A pathway reads a co-regulated anchor's abundance, as L reads the T4
+    driver's."""
+
+    anchor_abundance = True
+
+    def __init__(self, rng, world, l_terms: np.ndarray, *, absent_rate: float, late_followers: tuple,
+                 residual_range: tuple, loading_range: tuple, loading: float):
+        self.rng, self.l_terms = rng, l_terms
+        self.absent_rate, self.late_followers = absent_rate, late_followers
+        self.residual_range, self.loading_range = residual_range, loading_range
+        self.base, self.late = int("T2" in world.roles.decoys), int(world.roles.a9_partner is not None)
+
+    def shape_of(self, u: int) -> tuple:
+        """(delayed feeders, baseline followers, late followers) of a pathway of u full-weight feeders."""
+        if self.rng.random() < self.absent_rate:
+            return 0, 0, 0
+        n_late = int(self.rng.integers(self.late_followers[0], self.late_followers[1] + 1)) if self.late else 0
+        return self.late, self.base, n_late
+
+    def process(self) -> tuple:
+        """(residual SD, follower loading) of the next pathway, around L's and the T2 decoy's."""
+        return self.rng.uniform(*self.residual_range), self.rng.uniform(*self.loading_range)
+
+    def terms(self, residual: float) -> tuple:
+        """(the process's covariate content, its variance outside its feeders and covariates)."""
+        return self.l_terms, residual ** 2 + L_DIRECT ** 2
+
+
 def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float, a9_loading: float,
           resid_carry: float, factor_carry: float, direct_pool, cov_x: np.ndarray, absent_rate: float = 0.15,
           late_ratio: tuple = (1.15, 1.45), base_fraction: tuple = (0.04, 0.10), residual_range: tuple = (0.55, 0.55),
           loading_range: tuple = (0.50, 0.50), late_followers: tuple = (1, 1)) -> PathwayModel:
     """Deal the ordinary proteome into pathways and fit every follower's own loadings,
-    covariate coefficients and residual to its path (module docstring).  Changes
-    ``world.protein_loadings`` and ``world.protein_cov`` of followers in place.
+    covariate coefficients and residual to its path (module docstring).  Returns the
+    PathwayModel and every protein's factor loadings and covariate coefficients with the
+    followers' fitted (``world``'s are the ordinary draws, read and not changed).
     ``direct_pool(k)`` gives k variants for the pathways' own variants; ``absent_rate`` is the
-    share of pathways nobody follows."""
-    from .linkage import latent_model
-    from .world import COREGULATED_SHARED, L_AGE, L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, PROTEIN_RESIDUAL
-
+    share of pathways nobody follows; ``cov_x`` is the covariates' covariance on the world's
+    first population blocks (``pipeline.model.sampler.covariate_moments``)."""
     P = world.n_proteins
     F = world.protein_loadings.shape[1]
     r = world.roles
     total_loadings = world.protein_loadings.copy()
+    protein_loadings, protein_cov = world.protein_loadings.copy(), world.protein_cov.copy()
     sigma = sigma_matrix(F, cov_x)
     trans_var = np.where(world.protein_master >= 0, 0.01, 0.0)
-    legacy_shapes = world.leaky("pathway_shapes")
+    sd_age, sd_bmi = np.sqrt(cov_x[0, 0]), np.sqrt(cov_x[2, 2])
+    l_terms = np.zeros(F + 4)  # L's own covariate content (S1.2) per SD of age and BMI
+    l_terms[F + 0], l_terms[F + 2], l_terms[F + 3] = L_AGE / sd_age, L_BMI / sd_bmi, L_SMOKING
+    design = leaks.hook(world.leaks, "pathway_design", PathwayDesign)(
+        rng, world, l_terms, absent_rate=absent_rate, late_followers=late_followers, residual_range=residual_range,
+        loading_range=loading_range, loading=float(t2_loading))
 
     pair_anchors = set(int(a) for a, _ in world.coregulated)
 
@@ -297,7 +262,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         """Variance of what a pathway reads of feeder p: its raw value, or for the anchor of a
         co-regulated pair its abundance without the assay's own noise (as L reads the T4 driver's)."""
         v = float(world.protein_h2[p] + trans_var[p] + var_of(content(world, p), sigma) + PROTEIN_RESIDUAL ** 2)
-        if p in pair_anchors and not legacy_shapes:
+        if p in pair_anchors and design.anchor_abundance:
             v -= PROTEIN_RESIDUAL ** 2 * (1.0 - COREGULATED_SHARED)
         return v
 
@@ -310,23 +275,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     follows = np.full(P, -1, dtype=np.int64)
     kind_of = np.zeros(P, dtype=np.int8)
     upstream, delayed_of = [], []
-    n_l = int("T2" in r.decoys) + int(r.a9_partner is not None)
-    if legacy_shapes:
-        lo, hi = followers_range(n_l)
-
-        def shape_of(u):
-            return 0, int(rng.integers(lo, hi + 1)), 0
-    else:
-        # L's own shape in this world (a baseline follower where T2 is planted, a delayed
-        # feeder and a late follower where A9 is), or no follower at all, as L has none in
-        # the worlds planting neither, at ``absent_rate``
-        base, late = int("T2" in r.decoys), int(r.a9_partner is not None)
-
-        def shape_of(u):
-            if rng.random() < absent_rate:
-                return 0, 0, 0
-            n_late = int(rng.integers(late_followers[0], late_followers[1] + 1)) if late else 0
-            return late, base, n_late
+    shape_of = design.shape_of
     if len(eligible) >= UPSTREAM[0]:
         upstream, delayed_of, follow_map = _deal(rng, eligible, anchors, upstream_range(len(r.drivers), bool(r.delayed.any())),
                                                  shape_of)
@@ -341,7 +290,6 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     for m, yes in enumerate(has_followers):
         if yes:
             direct_variant[m] = int(next(it))
-    other_var = L_BMI ** 2 + L_DIRECT ** 2 + L_AGE ** 2 + L_SMOKING ** 2 * 0.1  # L's covariate and G_direct terms
     residual_sd = np.full(P, PROTEIN_RESIDUAL)
     follower_loading = np.zeros(P)
     residual_m = []
@@ -350,16 +298,13 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     loading = float(t2_loading)
     coef, extra, direct, late_coef, late_k, rho_m, cov_change, weights_m, members = [], [], [], [], [], [], [], [], []
     cov_coef = []
-    sd_age, sd_bmi = np.sqrt(cov_x[0, 0]), np.sqrt(cov_x[2, 2])
-    l_terms = np.zeros(F + 4)  # L's own covariate content (S1.2) per SD of age and BMI
-    l_terms[F + 0], l_terms[F + 2], l_terms[F + 3] = L_AGE / sd_age, L_BMI / sd_bmi, L_SMOKING
     x_scale = np.ones(4)  # content is per unit of X already (age - 55, sex, BMI - 27, smoking)
 
     def fit_follower(p, a, l):
         """Own loadings and covariates = ordinary draw - l x path content; returns the
         share of the path's variance in factors and covariates."""
-        world.protein_loadings[p] = world.protein_loadings[p] - l * a[:F]
-        world.protein_cov[p] = world.protein_cov[p] - l * a[F:]
+        protein_loadings[p] = protein_loadings[p] - l * a[:F]
+        protein_cov[p] = protein_cov[p] - l * a[F:]
         return var_of(a, sigma)
 
     def carried_share(a):
@@ -368,8 +313,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     for m, up in enumerate(upstream):
         # each process its own unexplained variation and follower loading, around L's (0.55 or
         # 0.70; the T2 decoy's 0.50), so that how strongly a pathway's members are tied marks none
-        res_m = rng.uniform(*residual_range) if not legacy_shapes else world.latent_residual
-        load_m = rng.uniform(*loading_range) if not legacy_shapes else loading
+        res_m, load_m = design.process()
         residual_m.append(res_m)
         v = rng.uniform(*weight_range, len(up)) * np.where(rng.random(len(up)) < 0.5, -1.0, 1.0)
         v_late = v.copy()
@@ -388,10 +332,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         corr = mm(mm(qs, sigma), qs.T)
         np.fill_diagonal(corr, 1.0)
         rem = 1.0 - np.array([var_of(q, sigma) for q in qs])
-        if legacy_shapes:  # test-only: the pre-issue-29 process, its covariate share as noise
-            terms, indep = np.zeros(F + 4), res_m ** 2 + other_var
-        else:  # L's own covariate terms (0.15 z(BMI) + 0.10 smoking + 0.08 z(age)) and G_m, as S1.2
-            terms, indep = l_terms, res_m ** 2 + L_DIRECT ** 2
+        terms, indep = design.terms(res_m)
         a_raw = mm(v, qs) + terms
         var_k = var_of(a_raw, sigma) + float(np.sum(v ** 2 * rem)) + indep
         sd_k = np.sqrt(var_k)
@@ -445,13 +386,14 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         if p is not None and role not in special:  # no drivers: L carries no protein
             l = t2_loading if role == "T2" else a9_loading
             special[role] = float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - l ** 2, 0.0)))
-    return PathwayModel(upstream=members, coef=coef, extra=np.array(extra, dtype=np.float64), follows=follows,
-                        direct_variant=direct_variant, direct=np.array(direct, dtype=np.float64),
-                        loading=loading, residual_sd=residual_sd, visit2_carry=carry, special_residual=special,
-                        path_share=share, path_carried=carried, path_covariates=path_cov, total_loadings=total_loadings,
-                        follower_kind=kind_of, delayed=list(delayed_of), late_coef=late_coef,
-                        late_k=np.array(late_k, dtype=np.float64), rho=np.array(rho_m, dtype=np.float64),
-                        cov_change=np.array(cov_change, dtype=np.float64).reshape(-1, 2, 4), weights=weights_m,
-                        visit2_recomputed=world.leaky("visit2_recomputed"), follower_loading=follower_loading,
-                        residual=np.array(residual_m, dtype=np.float64),
-                        cov_coef=np.array(cov_coef, dtype=np.float64).reshape(-1, 4))
+    model = PathwayModel(upstream=members, coef=coef, extra=np.array(extra, dtype=np.float64), follows=follows,
+                         direct_variant=direct_variant, direct=np.array(direct, dtype=np.float64),
+                         loading=loading, residual_sd=residual_sd, visit2_carry=carry, special_residual=special,
+                         path_share=share, path_carried=carried, path_covariates=path_cov, total_loadings=total_loadings,
+                         follower_kind=kind_of, delayed=list(delayed_of), late_coef=late_coef,
+                         late_k=np.array(late_k, dtype=np.float64), rho=np.array(rho_m, dtype=np.float64),
+                         cov_change=np.array(cov_change, dtype=np.float64).reshape(-1, 2, 4), weights=weights_m,
+                         follower_loading=follower_loading,
+                         residual=np.array(residual_m, dtype=np.float64),
+                         cov_coef=np.array(cov_coef, dtype=np.float64).reshape(-1, 4))
+    return model, protein_loadings, protein_cov

@@ -1,7 +1,7 @@
 """Checks against the machine, made after the config is valid and before any
 compute: the output location (protocol, filesystem package, a folder that can
-be written; a remote filesystem that connects and answers, within 30 s), the
-environment (``SOURCE_DATE_EPOCH``), the scheduler of
+be written; a remote filesystem that connects and answers, within 30 s:
+``pipeline.locations``), the environment (``SOURCE_DATE_EPOCH``), the scheduler of
 ``cluster=address`` (answers within seconds), and the memory and disk a build
 of the requested size needs against what this machine and its workers have.
 The command lines (``pipeline.build``, ``pipeline.panel``) first run
@@ -12,7 +12,7 @@ API keeps).
 
 Each problem is a :class:`pipeline.config.ConfigError`: one line naming the
 field, the value and what is valid.  The size figures are estimates calibrated
-on the bench runs in the README (paper and biobank scale, two workers); they
+on the bench runs in docs/performance.md (paper and biobank scale, two workers); they
 are meant to refuse what cannot fit, not to predict the peak to the megabyte.
 """
 from __future__ import annotations
@@ -22,15 +22,10 @@ import socket
 from dataclasses import dataclass
 
 from .config import ConfigError, Resolved, memory_limit_bytes
+from .locations import check_out, check_out_url, check_outlives_process, filesystem_class, local_path, protocols_of
 from .outputs import SUBJECTS_PER_TASK, pixel_sink
 
 SCHEDULER_TIMEOUT = 5.0  #: seconds to wait for cluster.address to accept a connection
-REMOTE_TIMEOUT = 30.0  #: seconds to wait for a remote ``out=`` filesystem to connect and answer one query
-
-#: fsspec protocols whose filesystem package is one of this project's extras
-EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
-#: fsspec protocols that only read (archives, HTTP, Git hosts, reference sets): never an output location
-READ_ONLY = ("http", "https", "github", "gist", "git", "dvc", "tar", "zip", "libarchive", "reference", "data")
 
 # --- the size model (bytes), calibrated on scripts/bench.py runs -------------------
 CLIENT_BASE = 350 * 2**20  #: the driving process with its imports (measured 0.20 GiB) and headroom
@@ -120,17 +115,6 @@ def check_command(resolved: Resolved) -> None:
     check_outlives_process(url)
 
 
-def check_outlives_process(url: str, field: str = "out") -> None:
-    """A command's output must outlive it: ``memory://`` is fsspec's in-process
-    filesystem, so a world built there from the command line would vanish when the
-    command exits.  (The Python API accepts it: ``pipeline.config.load`` and
-    ``pipeline.build.build`` in one process, as the tests use it.)"""
-    if "memory" in _protocols(filesystem_class(url, field=field)):
-        raise ConfigError(f"{field}: {url!r} is an in-memory filesystem, which does not outlive this process: the world would "
-                          "vanish when the build exits; valid: a local folder or a persistent fsspec URL such as ./worlds "
-                          "or s3://bucket/worlds (memory:// is for the Python API, within one process)")
-
-
 def check_source_date() -> None:
     from .bundle import source_date
 
@@ -138,107 +122,6 @@ def check_source_date() -> None:
         source_date()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def filesystem_class(url: str, field: str = "out"):
-    """The fsspec filesystem class for ``url``, or a one-line error naming what
-    to install (this project's extra where there is one)."""
-    import fsspec
-    from fsspec.core import split_protocol
-    from fsspec.registry import known_implementations
-
-    protocol = split_protocol(url)[0] or "file"
-    try:
-        return fsspec.get_filesystem_class(protocol)
-    except ValueError:
-        raise ConfigError(f"{field}: unknown protocol {protocol!r} in {url!r}; valid: a local path or an fsspec URL "
-                          "(file://, s3:// with [s3], gs:// with [gcs], ...)") from None
-    except ImportError as exc:
-        extra = EXTRAS.get(protocol)
-        how = (f"pip install 'drugtargetworld[{extra}]'" if extra
-               else " ".join(str(known_implementations.get(protocol, {}).get("err", exc)).split()))
-        raise ConfigError(f"{field}: {url!r} needs the filesystem package for {protocol}://, which is not installed; valid: {how}") from None
-
-
-def _local_path(url: str) -> str:
-    from fsspec.implementations.local import LocalFileSystem
-
-    return os.path.abspath(LocalFileSystem._strip_protocol(url))
-
-
-def _protocols(cls) -> tuple:
-    return tuple(cls.protocol) if isinstance(cls.protocol, (tuple, list)) else (cls.protocol,)
-
-
-def check_out_url(url: str, field: str = "out"):
-    """The filesystem class of an output URL: a protocol fsspec knows, with its package
-    installed, that can write (not an archive or HTTP); returns the class."""
-    from fsspec.core import split_protocol
-
-    protocol = split_protocol(url)[0] or "file"
-    if protocol in READ_ONLY:
-        raise ConfigError(f"{field}: {url!r} is on a read-only filesystem ({protocol}://); valid: a local folder or a "
-                          "writable fsspec URL such as ./worlds, file://..., s3://bucket/worlds")
-    return filesystem_class(url, field=field)
-
-
-def check_out(url: str, world_id: str, cluster_kind: str = "local") -> None:
-    cls = check_out_url(url)
-    protocols = _protocols(cls)
-    if "memory" in protocols and cluster_kind == "address":
-        raise ConfigError(f"out: {url!r} lives inside this process; valid: with cluster=address, a filesystem the workers share")
-    if "memory" in protocols:
-        return
-    if not {"file", "local"} & set(protocols):
-        check_remote(url)
-        return
-    root = _local_path(url)
-    world_dir = os.path.join(root, world_id)
-    for path in (root, world_dir):
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise ConfigError(f"out: {path} is a file; valid: a folder (created when missing)")
-    existing = world_dir if os.path.isdir(world_dir) else root
-    while not os.path.exists(existing):
-        parent = os.path.dirname(existing)
-        if parent == existing:
-            break
-        existing = parent
-    if not os.path.isdir(existing):
-        raise ConfigError(f"out: {root} cannot be created because {existing} is a file; valid: a folder path")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"out: {root} is not writable (no write permission on {existing}); valid: a folder you can write")
-
-
-def check_remote(url: str, field: str = "out", timeout: float = REMOTE_TIMEOUT) -> None:
-    """A remote output location answers: its filesystem connects (an FTP or SSH server, an
-    object store's client with its credentials) and says whether the location exists,
-    within ``timeout`` seconds; nothing is written.  What the store then allows (writing
-    into the bucket) is the store's to say, as the build writes."""
-    import threading
-
-    import fsspec
-
-    outcome: dict = {}
-
-    def probe() -> None:
-        try:
-            fs, root = fsspec.core.url_to_fs(url)
-            fs.exists(root)
-            outcome["ok"] = True
-        except BaseException as exc:  # noqa: BLE001 - any failure of a third-party client is the same answer
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=probe, name="preflight-out", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if "error" in outcome:
-        exc = outcome["error"]
-        reason = " ".join(str(exc).split())[:200] or "no message"
-        raise ConfigError(f"{field}: {url!r} cannot be reached ({type(exc).__name__}: {reason}); valid: a local folder, or an "
-                          "fsspec URL whose server answers (with its credentials set, for an object store)")
-    if "ok" not in outcome:
-        raise ConfigError(f"{field}: {url!r} did not answer within {timeout:g} s; valid: a local folder, or an fsspec URL "
-                          "whose server answers")
 
 
 def check_memory(cfg, est: Estimate, concurrent: int = 1) -> None:
@@ -275,9 +158,9 @@ def check_disk(url: str, need: int) -> None:
         cls = filesystem_class(url)
     except ConfigError:
         return
-    if not {"file", "local"} & set(_protocols(cls)):
+    if not {"file", "local"} & set(protocols_of(cls)):
         return
-    path = _local_path(url)
+    path = local_path(url)
     while not os.path.exists(path) and os.path.dirname(path) != path:
         path = os.path.dirname(path)
     free = shutil.disk_usage(path).free

@@ -12,9 +12,8 @@ refuses a name this module does not list.
 A registered name is either fixed (``"world/genome"``) or a template whose ``{field}``
 parts stand for one path segment (``"morphology/{trait}"``), optionally restricted to
 listed choices.  Call sites use the constants (``streams.GENOME``, or
-``streams.MORPHOLOGY.format(trait=k)``); ``pipeline/world.py`` and
-``pipeline/modalities/molecules.py`` still spell theirs as literals (another change
-is editing those files; the runtime check covers them all the same).
+``streams.MORPHOLOGY.format(trait=k)``), never a name spelled as a literal (a test walks
+every draw of ``pipeline/``); another kind registers its own (``pipeline/screening/streams.py``).
 """
 from __future__ import annotations
 

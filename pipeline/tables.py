@@ -15,10 +15,10 @@ from . import seeds, streams
 from .modalities import clinical, messy, phenotypes
 from .modalities.cohort import surrogate_values
 from .modalities.population import ASSESSMENT_START
-from .world import ANCESTRY_CODES, CENTRE_CODES
+from .model.constants import ANCESTRY_CODES, CENTRE_CODES
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from .world import World
+    from .model.world import World
     from .modalities.cohort import Cohort
 
 MET_MINUTES_PER_HOUR = 240.0  # moderate activity at 4 METs: hours/week -> MET-minutes/week

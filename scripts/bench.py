@@ -289,7 +289,7 @@ def compare(res: dict, tmp: str) -> dict:
     samples = [str(x) for x in np.asarray(g["sample_id"][:]).tolist()]
     from concurrent.futures import ProcessPoolExecutor
 
-    from pipeline.world import CONTIGS
+    from pipeline.model.constants import CONTIGS
 
     variants = _variants_from_store(g, CONTIGS)
     ours_path = os.path.join(tmp, "ours.vcf.gz")

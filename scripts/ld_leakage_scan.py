@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import config, linkage  # noqa: E402
-from pipeline.world import sample_world  # noqa: E402
+from pipeline.model.sampler import sample_world  # noqa: E402
 
 
 def scan(world_id: str, scale: str, z_min: float, extra: list) -> tuple:

@@ -13,7 +13,7 @@ re-scores each episode's WORK offline three ways:
   highest ``--tail`` fraction), the attack S2.5's rule rewards.
 
 Prints one Markdown table (phenotype points and r) and writes it with the raw figures to
-``<out>/phenotype_rule.json``.  The figures in README "Differences from the paper" come from
+``<out>/phenotype_rule.json``.  The figures in docs/differences.md ("Differences from the paper") come from
 this script.
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ every score decomposes (five components + safety penalty = total_unclipped,
 total = that clipped to 0-100).  Exit status 1 when a check fails.  Results are
 also written to ``<out>/reference_scores.json``.
 
-The benchmark-validity table (issue 12; README) is
+The benchmark-validity table (issue 12; docs/results/reference-agents.md) is
 
     python scripts/reference_agents.py --panel paper-v1 --development --scale small
 """

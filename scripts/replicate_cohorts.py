@@ -28,7 +28,7 @@ from pipeline import bundle, config  # noqa: E402
 from pipeline.modalities import cohort as cohort_mod  # noqa: E402
 from pipeline.modalities import molecules  # noqa: E402
 from pipeline.modalities.population import population_block  # noqa: E402
-from pipeline.world import sample_world  # noqa: E402
+from pipeline.model.sampler import sample_world  # noqa: E402
 
 
 def replicate_cohort(world, seed: int, variants: list) -> tuple:

@@ -1,5 +1,5 @@
-"""The tell scan of a whole panel, built without pixels: the figures of the README's
-"Benchmark validity" section.
+"""The tell scan of a whole panel, built without pixels: the figures of the
+"Benchmark validity" page (docs/validity.md).
 
     python scripts/tells_panel.py [--scale tiny|small] [--out DIR] [--panel paper-v1] [--seeds FILE]
         [--development] [--jobs 2] [--reuse]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import pickle
 import shutil
 import subprocess
@@ -43,6 +42,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from pipeline.audit import instruments as inst  # noqa: E402
 from pipeline.panel import panel_worlds  # noqa: E402
+from pipeline.formats import check_format  # noqa: E402
+from pipeline.tells import features  # noqa: E402
 from pipeline.tells import scan as tells  # noqa: E402
 
 
@@ -60,9 +61,22 @@ def manifest_digest(world_dir: Path) -> str:
 def code_digest() -> str:
     """Changes with the per-world analysis code (the statistics, the sealed checks, the instrument check)."""
     h = hashlib.sha256()
-    for module in ("pipeline/tells/features.py", "pipeline/tells/sealed_checks.py", "pipeline/audit/instruments.py"):
-        h.update((REPO / module).read_bytes())
+    for path in (*features.source_files(), REPO / "pipeline/tells/sealed_checks.py",
+                 REPO / "pipeline/audit/instruments.py"):
+        h.update(Path(path).read_bytes())
     return h.hexdigest()[:20]
+
+
+#: The version of a kept analysis (``<out>/.analyses/<world>.pkl``).
+STORE_FORMAT = "drugtargetworld-validity-analysis/1"
+
+
+def read_kept(path: Path) -> dict:
+    """A kept analysis, its format checked (one kept before the store carried a format reads as it is)."""
+    kept = pickle.loads(path.read_bytes())
+    if isinstance(kept, dict) and "format" in kept:
+        check_format(kept["format"], STORE_FORMAT, path)
+    return kept
 
 
 def analyse(world_dir: Path, store: Path, alpha: float) -> dict:
@@ -70,11 +84,12 @@ def analyse(world_dir: Path, store: Path, alpha: float) -> dict:
     path = store / f"{world_dir.name}.pkl"
     digest = manifest_digest(world_dir)
     if path.exists():
-        kept = pickle.loads(path.read_bytes())
+        kept = read_kept(path)
         if kept.get("digest") == digest and kept.get("code") == code_digest():
             return kept
     t0 = time.monotonic()
-    res = {"digest": digest, "code": code_digest(), "tells": tells.analyse_world_safely(str(world_dir)),
+    res = {"format": STORE_FORMAT, "digest": digest, "code": code_digest(),
+           "tells": tells.analyse_world_safely(str(world_dir)),
            "instruments": inst.analyse_world(str(world_dir), alpha)}
     res["seconds"] = round(time.monotonic() - t0, 1)
     tmp = path.with_suffix(".wip")
@@ -116,7 +131,7 @@ def main(argv: list | None = None) -> int:
         wdir = out / wid
         kept = store / f"{wid}.pkl"
         if kept.exists() and not (wdir / "release" / "MANIFEST.json").exists():
-            res = pickle.loads(kept.read_bytes())  # analysed before, world deleted since
+            res = read_kept(kept)  # analysed before, world deleted since
             note = "" if res.get("code") == code_digest() else "; by an earlier version of the analysis code"
             print(f"[{wid}] analyses kept from an earlier run (manifests {res['digest']}{note})", flush=True)
             results.append(res)

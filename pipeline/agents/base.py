@@ -23,15 +23,15 @@ class EpisodeInfo:
     """What every policy is told before the first turn."""
 
     episode_id: str  # a random token: the world's own id is not the agent's to know
-    budget: float
-    max_turns: int
-    timeout: float
+    budget: float  # dollars for experiments (biobank), or the label budget (screening)
+    max_turns: int  # turns the episode allows
+    timeout: float  # seconds one program (one turn) may run
     costs: dict  # experiment kind -> dollars
     system_prompt: str  # the task instructions
     opening: str  # the first user message (also turn 1's observation text)
     paths: dict  # RELEASE, IMAGING, WORK as the program sees them
-    isolated: bool
-    paper_compat: bool
+    isolated: bool  # whether the programs run isolated in the bubblewrap sandbox
+    paper_compat: bool  # the episode follows the paper's rules (paper_compat=true)
     kind: str = "biobank"  # the kind of world ("biobank", "screening"): which tools and prompt
     tools: tuple = ()  # the episode's tools (pipeline.agents.tools.ToolSpec), run_python first
     tool_note: str = ""  # how the tools relate to the instructions, for a policy that calls tools
@@ -48,20 +48,20 @@ class Observation:
     a chat adapter carries it, not the reply's prose, into its history.
     """
 
-    turn: int
-    text: str
-    kind: str
+    turn: int  # the turn the reply is for
+    text: str  # what a language model would read
+    kind: str  # opening, result, no_code, tool or ended (above)
     turns_remaining: int  # including this one
-    budget_remaining: float
-    code: Optional[str] = None
+    budget_remaining: float  # what is left of EpisodeInfo.budget
+    code: Optional[str] = None  # the program extracted from the previous reply
     status: Optional[str] = None  # "ran" | "failed" | "timeout"
-    returncode: Optional[int] = None
-    stdout: str = ""
-    stderr: str = ""
+    returncode: Optional[int] = None  # the program's exit status
+    stdout: str = ""  # what the program printed
+    stderr: str = ""  # and its errors
     delivered: tuple = ()  # ({"kind", "protein", "cost", "path"}, ...) charged after the previous program
     refused: tuple = ()  # ({"kind", "protein", "reason"}, ...)
     work_listing: tuple = ()  # paths relative to WORK
-    submission_status: Optional[str] = None
+    submission_status: Optional[str] = None  # the biobank kind's: how WORK/submission.json read (e.g. parsed)
     tool_results: tuple = ()  # ({"id", "name", "text"}, ...): the results of the tool calls of the previous reply
 
 

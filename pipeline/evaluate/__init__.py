@@ -3,12 +3,14 @@ report out.
 
     records  one record per episode: the schema (FIELDS, evaluation-record.schema.json),
              validation, record_from_score (from an episode's score.json) and the S11 C
-             re-score with fixed labels (fixed_labels_total)
+             re-score with fixed labels (fixed_labels_total); the one address of fields
+             (the declaration), checks, from_score and fixed_labels
     stats    paired t, exact sign test, paired bootstrap, pooled SD, SEM, noise floor
     tables   report(records): S4, S5, S6, S9, S10, S11 A-C, trials, usage, screening
     render   <out>/report/: report.json, one CSV per table, leaderboard.md, report.html
     settings the config of ``python -m pipeline.evaluate`` and its checked plan
-    runner   the episodes on the Dask cluster, resumable: episodes.jsonl, the report
+    runner   the episodes on the Dask cluster, resumable: episodes.jsonl, the report; on
+             store (the output folder's files), worlds, task (one episode) and schedule
     command  the Hydra app (``python -m pipeline.evaluate``, ``dtw-evaluate``)
 
 ``report`` needs numpy and scipy only; ``render.render(records, out)`` imports matplotlib

@@ -354,11 +354,10 @@ def world_overrides(overrides: list, worlds_out: str) -> list:
 
 
 def read_build_record(world_dir: Path) -> Optional[dict]:
-    path = world_dir / "build-record.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """The world's build-record.json (None: absent or unreadable); another format_version is a ConfigError."""
+    from ..buildrecord import read
+
+    return read(world_dir, error=ConfigError)
 
 
 def _world_state(world_id: str, world_dir: Path, digest: str, resolved) -> bool:
@@ -399,7 +398,7 @@ def config_difference(world_dir: Path, resolved, shown: int = 3) -> str:
     ``resolved``, as ``field: built X, wanted Y`` (seeds never shown or compared)."""
     import yaml
 
-    from .. import bundle, config
+    from .. import bundle, buildrecord, config
 
     try:
         built = yaml.safe_load((world_dir / bundle.SEALED / "world.yaml").read_text(encoding="utf-8"))
@@ -407,7 +406,7 @@ def config_difference(world_dir: Path, resolved, shown: int = 3) -> str:
         return ""
     if not isinstance(built, dict):
         return ""
-    wanted = {k: v for k, v in config.to_plain(resolved.cfg).items() if k not in ("cluster", "out", "seeds")}
+    wanted = buildrecord.world_determining(resolved.cfg)
     a, b = _flat(built), _flat(wanted)
     keys = [k for k in sorted(set(a) | set(b)) if "seed" not in k and k not in config.RECORD_ONLY and a.get(k) != b.get(k)]
     text = "; ".join(f"{k}: built {_show(a.get(k))}, wanted {_show(b.get(k))}" for k in keys[:shown])

@@ -82,7 +82,7 @@ def load_environment(kind: str = "biobank", scale: str = "tiny", n_worlds: int =
 
     ``kind`` biobank or screening; ``scale`` tiny or small; ``n_worlds`` training worlds
     ``start_index ..`` of ``seed_namespace`` (derived with ``seed_key``, default public;
-    refused when any equals a seed of ``pipeline/conf`` or of the sealed ``seeds`` file);
+    refused when any equals a seed of ``conf/`` or of the sealed ``seeds`` file);
     ``budgets`` (biobank; default all three); ``preset`` a world family or a list of them
     (default ``standard`` / ``labels-10``; ``pipeline.frameworks.worlds.FAMILIES``);
     ``release`` default or noimaging (a biobank world; default noimaging: no pixels, ~5 MB

@@ -12,7 +12,7 @@ A training world's seed is a keyed hash of its namespace and index::
 the public domain string, so anyone can regenerate a public namespace's worlds (they are
 training data, never evaluation worlds); a private ``seed_key`` makes a namespace nobody
 else can regenerate.  Every derived seed is compared with every evaluation seed before any
-row exists: each ``seed`` (and ``seeds`` mapping) of every config under ``pipeline/conf``
+row exists: each ``seed`` (and ``seeds`` mapping) of every config under ``conf/``
 (the development worlds of every panel) and of a given sealed seeds file (the held-out
 worlds).  A collision is refused with one line naming ``seed_namespace``: a training
 namespace can never yield an evaluation seed.
@@ -68,7 +68,7 @@ class Family:
     name: str
     kind: str
     level: int  # the curriculum's order within a kind (1 easiest)
-    template: str  # a world of pipeline/conf/world/
+    template: str  # a world of conf/world/
     overrides: tuple = ()
     archetypes: tuple = ()  # cycled over by index (a biobank family)
     description: str = ""
@@ -165,7 +165,7 @@ def _walk_seeds(node: Any, where: str, out: dict) -> None:
 
 
 def evaluation_seeds(seeds: Optional[str] = None) -> dict:
-    """{seed: where it is}: every seed of every config under ``pipeline/conf`` (the panels'
+    """{seed: where it is}: every seed of every config under ``conf/`` (the panels'
     development worlds) and of the sealed seeds file ``seeds`` (path or fsspec URL; the
     held-out worlds), parsed as ``pipeline.config`` parses them."""
     import yaml
@@ -179,7 +179,7 @@ def evaluation_seeds(seeds: Optional[str] = None) -> dict:
             doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError):
             continue
-        _walk_seeds(doc, f"pipeline/conf/{path.relative_to(CONF_DIR)}", out)
+        _walk_seeds(doc, f"conf/{path.relative_to(CONF_DIR)}", out)
     if seeds:
         try:
             text = config.read_seed_file(seeds)
@@ -288,21 +288,21 @@ def world_key(resolved) -> str:
 def is_built(world_dir: Path, resolved=None) -> bool:
     """Both manifests written (the build finished) and, given ``resolved``, the build record
     naming the same config digest and the sealed record the same seed."""
-    import json
-
     import yaml
 
-    from ..buildrecord import RECORD, config_digest
+    from ..buildrecord import config_digest, read
 
     world_dir = Path(world_dir)
     if not ((world_dir / "release" / "MANIFEST.json").is_file() and (world_dir / "sealed" / "MANIFEST.json").is_file()):
         return False
     if resolved is None:
         return True
+    record = read(world_dir)  # another format_version raises, naming the file
     try:
-        record = json.loads((world_dir / RECORD).read_text())
         sealed = yaml.safe_load((world_dir / "sealed" / "world.yaml").read_text())
     except (OSError, ValueError, yaml.YAMLError):
+        return False
+    if record is None:
         return False
     return record.get("config_sha256") == config_digest(resolved.cfg) and _sealed_seed(sealed) == resolved.seed
 

@@ -23,7 +23,7 @@ from ..outputs import SUBJECTS_PER_TASK, Output, pixel_sink
 from .progress import StageTimer, merge
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from ..world import World
+    from ..model.world import World
     from ..modalities.cohort import Cohort
 
 VISITS = {1: "imaging", 2: "imaging_visit2"}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..outputs import Output
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from ..world import World
+    from ..model.world import World
 
 
 class Partitions:

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from .. import buildrecord, config, preflight
 from ..outputs import Output
-from ..world import sample_world
+from ..model.sampler import sample_world
 from . import steps
 from .executor import Tracked, make_executor
 from .progress import Progress

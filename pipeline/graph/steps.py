@@ -26,15 +26,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import config
+from .. import buildrecord, config
 from ..bundle import (DATA_DICTIONARY_MD, DATA_DICTIONARY_TSV, GENOTYPE_STORE, GENOTYPES_VCF, MANIFEST, SEALED_REPORTS,
                       TABLE_SUFFIX)
 from ..manifest import build_manifest
 from ..modalities import cohort as cohort_mod
 from ..modalities import measurement, phenotypes
 from ..modalities.population import visit2_covariates
+from ..model.constants import CHROM_LENGTHS, CONTIGS
+from ..model.world import World
 from ..outputs import Output, resume_or_reset
-from ..world import CHROM_LENGTHS, CONTIGS, World
 from ..writers.parquet import table_bytes
 from .executor import windowed_map
 from .partitions import block_groups
@@ -90,10 +91,7 @@ def contigs() -> list:
 def prepare_work(output: Output, resolved: config.Resolved) -> bool:
     """Keep ``.build/`` only when it belongs to the same world-determining config
     (then finished partitions are reused); otherwise start from a clean slate."""
-    plain = config.to_plain(resolved.cfg)
-    digest_doc = {k: v for k, v in plain.items() if k not in ("cluster", "out", "seeds")}
-    digest_doc["seed"] = str(resolved.seed)
-    return resume_or_reset(output, digest_doc, clear=(output.work, output.release))
+    return resume_or_reset(output, buildrecord.resume_doc(resolved), clear=(output.work, output.release))
 
 
 def init(b: Build) -> None:

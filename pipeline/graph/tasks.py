@@ -24,7 +24,7 @@ from .partitions import Partitions
 from .progress import StageTimer
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from ..world import World
+    from ..model.world import World
 
 OMICS_TABLES = ("proteomics", "transcriptomics", "metabolomics", "proteomics_visit2")
 

@@ -62,9 +62,15 @@ def project_paths() -> list[Path]:
     import pipeline  # the installed package, wherever it lives
     import kernels
 
-    # The package holds conf/ (pipeline/conf/world/*.yaml carry the development seeds).
+    from ..paths import CONF_DIR, SCHEMA_DIR
+
     paths = {Path(pipeline.__file__).resolve().parent, Path(kernels.__file__).resolve().parent,
              REPOSITORY / "worlds", REPOSITORY / "episodes"}
+    # The configs (conf/world/*.yaml carry the development seeds) and the schemas: inside the
+    # package of a wheel, the repository's root folders of a checkout or an editable install.
+    for folder in (Path(CONF_DIR).resolve(), Path(SCHEMA_DIR).resolve()):
+        if not any(contains(p, folder) for p in paths):
+            paths.add(folder)
     return sorted(paths)
 
 

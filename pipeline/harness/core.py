@@ -33,26 +33,21 @@ scores zero on every component.
 
 Episode folder
 --------------
-By default ``./episodes/<agent>-<budget or mode>-<UTC time>-<random>/`` (never named after
-the world: the world's id is not the agent's to know)::
-
-    work/             WORK (while the episode runs, a link to the sandbox's neutral staging)
-    ledger.jsonl      the oracle's record (the scorer reads it; never mounted)
-    transcript.json   every turn: reply (bounded), code, tool calls, observation, usage, timings
-    score.json        the score and the episode summary, written on every exit path
-    submissions/      the biobank kind's submission versions (capped)
+``./episodes/<agent>-<budget or mode>-<UTC time>-<random>/`` by default: see ``pipeline.harness.folders``.
 
 Isolation
 ---------
 ``require`` (the default for every policy that is not the project's own) refuses to start
 where the sandbox cannot isolate; ``auto`` falls back to a plain subprocess and says so on
 stderr before the first turn and in score.json; ``off`` runs unisolated on purpose.
+
+This module is the session and the policy loop; the folders are ``pipeline.harness.folders``,
+the reading of replies ``pipeline.harness.replies`` (their names are importable from here too).
 """
 from __future__ import annotations
 
 import math
 import os
-import re
 import secrets
 import sys
 import time
@@ -60,148 +55,22 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .. import bundle, kinds
 from ..agents.base import Agent, EpisodeInfo, Observation
 from ..agents.tools import API_VERSION, MAX_CALLS_PER_TURN, RUN_PYTHON, Reply, ToolCall, add_usage
 from . import safeio, safejson
-from .kind import EpisodeError, KindEpisode
+from .folders import (EPISODE_MARKER, EPISODES_ROOT, default_episode_dir, open_kind, prepare_episode_dir,
+                      world_id_of, world_paths)
+from .kind import EpisodeError
 from .limits import Limits
+from .replies import REPLY_CAP, bounded_reply, extract_code, usage_totals, with_results
 from .sandbox import ISOLATION_MODES, Sandbox
 from .work import atomic_json, work_listing
 
 TRANSCRIPT_FORMAT = "drugtargetworld-transcript/2"
-EPISODE_MARKER = ".drugtargetworld-episode"
-EPISODES_ROOT = "episodes"
-#: Characters of a reply kept in the transcript (a longer one keeps its length and SHA-256).
-REPLY_CAP = 200_000
 #: Longest program run; a longer one is refused with a notice (the turn is used).
 MAX_PROGRAM_CHARS = 1_000_000
 #: Characters of a tool call's result or arguments kept in the transcript.
 TOOL_TEXT_CAP = 20_000
-
-_FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.S)
-_OPEN_FENCE = re.compile(r"```[^\n`]*\n")
-
-
-# ----------------------------------------------------------------------------- replies
-
-
-def extract_code(reply: Any) -> tuple[Optional[str], str]:
-    """(code, how): the last complete fenced block, else the whole reply if it looks like code.
-
-    ``how`` is "fence", "open_fence" (a final fence never closed, e.g. a
-    truncated completion: the text after it runs), "whole" or "none".
-    """
-    if not isinstance(reply, str):
-        return None, "none"
-    blocks = _FENCE.findall(reply)
-    if blocks:
-        tail = reply[reply.rfind("```") + 3:]
-        # A fence opened after the last closed block is the reply's real last block.
-        opened = _OPEN_FENCE.search(reply, reply.rfind("```"))
-        if reply.count("```") % 2 == 1 and opened is not None and tail.strip():
-            return reply[opened.end():], "open_fence"
-        return blocks[-1], "fence"
-    opened = _OPEN_FENCE.search(reply)
-    if opened is not None and reply.count("```") == 1:
-        return reply[opened.end():], "open_fence"
-    if "print(" in reply or "import" in reply:
-        return reply, "whole"
-    return None, "none"
-
-
-def bounded_reply(reply: Any) -> dict:
-    """The transcript's record of a reply: a printable prefix, and when cut, the full length and hash."""
-    kept = safeio.bounded_text(reply, REPLY_CAP)
-    out = {"reply": kept["text"]}
-    if kept.get("truncated"):
-        out.update(reply_chars=kept["chars"], reply_sha256=kept["sha256"])
-    return out
-
-
-# ----------------------------------------------------------------------------- folders
-
-
-def world_paths(world_dir: os.PathLike | str) -> tuple[Path, Path, Path]:
-    world = Path(world_dir).resolve()
-    release, sealed = world / bundle.RELEASE, world / bundle.SEALED
-    if not world.is_dir():
-        raise EpisodeError(f"world_dir={world_dir}: not a folder")
-    for path, what in ((release, "release"), (sealed, "sealed")):
-        if not path.is_dir():
-            raise EpisodeError(f"world_dir={world_dir}: no {what}/ folder; pass a built world's folder (it holds release/ and sealed/)")
-    if not (release / bundle.MANIFEST).is_file():
-        raise EpisodeError(f"world_dir={world_dir}: release/ has no {bundle.MANIFEST}: the build did not finish")
-    return world, release, sealed
-
-
-def world_id_of(world: Path, sealed: Path) -> str:
-    for name in (bundle.TRUTH, "oracle.json"):
-        try:
-            value = bundle.read_sealed(sealed, name).get("world_id")
-        except (OSError, ValueError, AttributeError, bundle.BundleError):
-            continue
-        if isinstance(value, str) and value:
-            return value
-    return world.name
-
-
-def default_episode_dir(agent_name: str, label: Any, root: os.PathLike | str | None = None) -> Path:
-    """``<root>/<agent>-<label>-<UTC time>-<random>``; ``root`` defaults to ./episodes.
-
-    ``label`` is the budget (a biobank world) or the mode (a screening world).  The
-    name says nothing of the world: its id stays in the episode's own records.
-    """
-    root = Path(root) if root is not None else Path.cwd() / EPISODES_ROOT
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", str(agent_name))[:40] or "agent"
-    tag = str(int(label)) if isinstance(label, (int, float)) and not isinstance(label, bool) else re.sub(
-        r"[^A-Za-z0-9_.-]", "_", str(label))[:20]
-    return (root / f"{safe}-{tag}-{stamp}-{secrets.token_hex(3)}").resolve()
-
-
-def _contains(folder: Path, path: Path) -> bool:
-    folder, path = Path(folder).resolve(), Path(path).resolve()
-    return path == folder or path.is_relative_to(folder)
-
-
-def prepare_episode_dir(out: Path, world: Path, overwrite: bool) -> None:
-    """Make ``out`` an empty episode folder (replacing an old episode with ``overwrite``)."""
-    out = out.resolve()
-    for forbidden in (world / bundle.RELEASE, world / bundle.SEALED):
-        if _contains(forbidden, out):
-            raise EpisodeError(f"out={out}: inside the world's {forbidden.name}/ folder; choose a folder outside it")
-    if _contains(out, world):
-        raise EpisodeError(f"out={out}: contains the world folder {world}; choose a folder beside it")
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise EpisodeError(f"out={out}: not a folder; choose a folder for the episode")
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise EpisodeError(f"out={out}: already holds an episode; pass overwrite=true to replace it")
-        if not (out / EPISODE_MARKER).is_file():
-            raise EpisodeError(f"out={out}: not empty and not an episode folder; refusing to delete it")
-        # Moved aside in one step, then removed without following links or recursing: an old
-        # episode's WORK may hold anything its agent planted, and a failed removal leaves the
-        # old episode whole under the aside name rather than half-deleted.
-        aside = out.with_name(f".{out.name}.replaced-{secrets.token_hex(4)}")
-        os.rename(out, aside)
-        try:
-            safeio.remove_tree(aside)
-        except OSError as error:
-            print(f"pipeline.harness: warning: the replaced episode could not be removed ({error}); it is at {aside}",
-                  file=sys.stderr)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / EPISODE_MARKER).write_text("drugtargetworld episode folder; safe to delete\n")
-
-
-def open_kind(world_dir: os.PathLike | str) -> tuple[Any, KindEpisode]:
-    """(the world's kind, its KindEpisode for this world) — the world folder checked first."""
-    world, release, sealed = world_paths(world_dir)
-    kind = kinds.for_world(world)
-    factory = getattr(kind, "episode", None)
-    if factory is None:
-        raise EpisodeError(f"world_dir={world_dir}: the {kind.name} kind has no episode harness")
-    return kind, factory(world, release, sealed, world_id_of(world, sealed))
 
 
 # ----------------------------------------------------------------------------- the session
@@ -561,7 +430,7 @@ class Session:
                 observation = Observation(turn=self.turn + 1, text=body, kind="tool",
                                           turns_remaining=self.max_turns - self.turn,
                                           budget_remaining=self.kind.remaining())
-            return _with_results(observation, results)
+            return with_results(observation, results)
         if text is not None and not isinstance(text, str):
             text = repr(text)
         code, how = extract_code(text)
@@ -642,7 +511,7 @@ class Session:
             summary["work_not_kept"] = [safeio.printable_name(p) for p in skipped[:50]]
         result["isolated"] = bool(self.sandbox.isolated)
         result["isolation"] = self.sandbox.reason
-        result["usage"] = _usage_totals(self.usage)
+        result["usage"] = usage_totals(self.usage)
         result["episode"] = summary
         try:
             self.save_transcript({"exit": summary, "score": {k: v for k, v in result.items() if k != "episode"}})
@@ -652,21 +521,6 @@ class Session:
         self.result = result
         return result
 
-
-def _usage_totals(usage: dict) -> dict:
-    out = {key: int(usage.get(key, 0)) for key in ("prompt_tokens", "completion_tokens", "cached_tokens",
-                                                   "total_tokens")}
-    if not out["total_tokens"]:
-        out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
-    out["cost_usd"] = float(usage["cost_usd"]) if "cost_usd" in usage else None
-    return out
-
-
-def _with_results(observation: Observation, results: list) -> Observation:
-    from dataclasses import replace
-
-    return replace(observation, tool_results=tuple(
-        {"id": i, "name": n, "text": t} for i, n, t in results))
 
 
 # ----------------------------------------------------------------------------- the policy loop
@@ -732,3 +586,8 @@ def run_episode(world_dir, agent: Agent, *, budget: Optional[float] = None, **op
     options.setdefault("agent_name", getattr(agent, "name", type(agent).__name__))
     session = Session(world_dir, budget=budget, **options)
     return play(session, agent)
+
+
+__all__ = ["EPISODE_MARKER", "EPISODES_ROOT", "MAX_PROGRAM_CHARS", "REPLY_CAP", "TOOL_TEXT_CAP", "TRANSCRIPT_FORMAT",
+           "Session", "bounded_reply", "default_episode_dir", "extract_code", "open_kind", "play",
+           "prepare_episode_dir", "run_episode", "world_id_of", "world_paths"]

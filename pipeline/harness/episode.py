@@ -4,8 +4,8 @@
     result = run_episode(world_dir, agent, budget=450_000, out=episode_dir)   # a biobank world
     result = run_episode(screening_world_dir, agent, mode="unrestricted")      # a screening world
 
-Everything lives in ``pipeline.harness.core`` (the turn loop, exit rules, folders,
-transcript, score.json) and in each kind's half (``pipeline.harness.biobank``,
+Everything lives in ``pipeline.harness.core`` (the turn loop, exit rules, transcript,
+score.json; the folders in ``pipeline.harness.folders``) and in each kind's half (``pipeline.harness.biobank``,
 ``pipeline.screening.episode``); this module keeps the names earlier versions exported.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The T5 site fields: per assessment centre, the coefficients of a low-order 2-D
 cosine basis that shade every image taken there (bias T5).
 
-They are hidden world parameters, drawn once with the world (``pipeline.world``),
+They are hidden world parameters, drawn once with the world (``pipeline.model.sampler``),
 and evaluated by the renderer (``render.site_field``); this module holds only the
 draw, so the world model needs nothing of the renderer.
 """

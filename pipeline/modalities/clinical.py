@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import blocks, streams
-from ..world import CARDIAC_AGE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING
+from ..model.constants import CARDIAC_AGE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from ..world import World
+    from ..model.world import World
     from .cohort import Cohort
 
 # Archetype-specific cardiomyopathy code.

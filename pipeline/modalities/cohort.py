@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import blocks, streams
+from .. import blocks, leaks, streams
 from ..blocks import zscore
-from ..world import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, L_AGE, L_BMI,
-                     L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
-                     OTHER_BASE, World)
-from ..world import PROTEIN_RESIDUAL
-from .molecules import VISIT2_RESID_CARRY, covariate_terms, finish_moments
+from ..model.constants import (CARDIAC_AGE, CARDIAC_BASE, CARDIAC_BMI, CARDIAC_L, CARDIAC_SMOKING, L_AGE, L_BMI,
+                               L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS, OTHER_AGE_CENTRE, OTHER_AGE_SLOPE,
+                               OTHER_BASE, PROTEIN_RESIDUAL)
+from ..model.world import World
+from .molecules import covariate_terms, finish_moments
 
 # Proteins whose equation a bias replaces: (bias, loading field, supplement residual field).
 SPECIAL_PATHS = {"T1": ("T1", "bmi_loading", "residual"), "T2": ("T2", "latent_loading", "residual"),
@@ -44,24 +44,20 @@ def special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, ordin
     by ``special_residual``, and the planted path.  Returns (raw, biological part without
     the covariate terms, the part that is neither path nor residual); the biological part
     is None without ``cov_terms``."""
-    bias, load_key, resid_key = SPECIAL_PATHS[role]
-    bp = world.params["bias_params"][bias]
-    loading = float(bp[load_key])
-    if world.leaky("communality"):
-        # test-only: the supplement's equation alone, without factors or covariate terms
-        systematic = np.sqrt(world.protein_h2[p]) * g_cis
-        raw = loading * path + systematic + float(bp[resid_key]) * eps
-        return raw, raw, systematic
+    return leaks.hook(world.leaks, "special_raw", _special_raw)(world, role, p, ordinary_raw, ordinary_resid, eps, g_cis,
+                                                                 path, cov_terms)
+
+
+def _special_raw(world: World, role: str, p: int, ordinary_raw: np.ndarray, ordinary_resid: np.ndarray, eps: np.ndarray,
+                 g_cis: np.ndarray, path: np.ndarray, cov_terms: np.ndarray | None = None) -> tuple:
+    bias, load_key, _ = SPECIAL_PATHS[role]
+    loading = float(world.params["bias_params"][bias][load_key])
     systematic = ordinary_raw - ordinary_residual_sd(world, p) * ordinary_resid
-    if role == "T1" and not world.leaky("transcripts"):
+    if role == "T1":
         # confounding adds the BMI path to an ordinary protein, residual and all: BMI, which
         # every analysis adjusts for, is what differs (its residual is the block's own draw,
         # at either visit, so a pathway it feeds sees it as any protein)
         raw = ordinary_raw + loading * path
-    elif role == "T1":
-        # test-only transcripts leak: the original's separate equation (own residual draw,
-        # shortened), which the ordinary-equation transcript does not follow
-        raw = systematic + np.sqrt(max(special_residual(world, role) ** 2 - loading ** 2, 0.0)) * eps + loading * path
     else:
         raw = systematic + special_residual(world, role) * eps + loading * path
     return raw, (None if cov_terms is None else raw - cov_terms), systematic
@@ -172,10 +168,8 @@ def assemble(world: World, cores: list) -> Cohort:
     paths = {"T1": z_bmi, "T2": latent, "A9_partner": latent_late}
     # T1 may feed a pathway, which reads its block value: its own residual is that value's
     # residual draw, so the pathway's followers see the T1 decoy as they see any protein
-    # (the test-only leaks restore the separate draw the original's bias equations had)
-    own_draw = not (world.leaky("transcripts") or world.leaky("communality"))
-    eps = {role: (resid[:, k] if role == "T1" and own_draw else blocks.normal(world, streams.SPECIAL.format(role=role)))
-           for k, (role, _) in enumerate(specials)}
+    own_eps = leaks.hook(world.leaks, "special_eps", special_eps)
+    eps = {role: own_eps(world, role, resid[:, k]) for k, (role, _) in enumerate(specials)}
     for k, (role, p) in enumerate(specials):
         x, bio, sys_part = special_raw(world, role, p, raw[:, list(tracked).index(p)], resid[:, k], eps[role], g_cis[p],
                                        paths[role], cov_terms[:, k])
@@ -183,10 +177,7 @@ def assemble(world: World, cores: list) -> Cohort:
         special[p] = (x - x.mean()) / x.std()
         systematic[p] = sys_part / x.std()
         proteins[p] = special[p]
-        if not world.leaky("transcripts"):
-            # the transcript follows the protein's final biological value, with its own part
-            t = world.transcript_concordance[p] * bio + tr_own[:, k]
-            special_tr[p] = (t - t.mean()) / t.std()
+        leaks.hook(world.leaks, "special_transcript", special_transcript)(world, special_tr, p, bio, tr_own[:, k])
 
     # ---- outcomes need the surrogate; imaging selection needs L and P_sel ---------
     eval_mask = blocks.uniform(world, streams.EVAL_MASK) < float(world.params["eval_fraction"])
@@ -218,6 +209,19 @@ def assemble(world: World, cores: list) -> Cohort:
     cohort.extras["g_poly"] = g_poly
     cohort.extras["g_direct"] = g_direct
     return cohort
+
+
+def special_eps(world: World, role: str, block_resid: np.ndarray) -> np.ndarray:
+    """A bias equation's own residual: the T1 decoy's is its block value's residual draw
+    (``block_resid``), the others' a stream of their own."""
+    return block_resid if role == "T1" else blocks.normal(world, streams.SPECIAL.format(role=role))
+
+
+def special_transcript(world: World, special_tr: dict, p: int, bio: np.ndarray, own: np.ndarray) -> None:
+    """The transcript of bias protein ``p`` follows the protein's final biological value,
+    with its own part: set in ``special_tr``."""
+    t = world.transcript_concordance[p] * bio + own
+    special_tr[p] = (t - t.mean()) / t.std()
 
 
 def sum_in_order(parts: list) -> np.ndarray:
@@ -297,16 +301,7 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> tuple[dic
     rho = float(np.clip(np.mean(cohort.latent * cohort.latent_late), -1.0, 1.0))
     ahead = rho * cohort.latent_late + np.sqrt(1 - rho * rho) * blocks.normal(world, streams.A9_AHEAD)
     paths = {"T1": z_bmi2, "T2": cohort.latent_late, "A9_partner": ahead}
-    if not world.leaky("communality"):
-        # L and L_late are standardised at their own time, so they do not age: the covariate
-        # terms a follower's path stands in for (pipeline.pathways) change with the visit as
-        # its own terms do (five years older, BMI then)
-        change = np.column_stack([np.nan_to_num(cohort.visit2_years), np.zeros(len(bmi2)), bmi2 - cohort.pop["bmi"],
-                                  np.zeros(len(bmi2))])
-        for role in ("T2", "A9_partner"):
-            a = world.pathways.path_covariates.get(role)
-            if a is not None:
-                paths[role] = paths[role] + sum(float(a[j]) * change[:, j] for j in range(4))
+    leaks.hook(world.leaks, "visit2_special_paths", _visit2_path_change)(world, cohort, bmi2, paths)
     v2_path = {p: paths[role][v2] for role, p in world.special_proteins().items()}
     # The planted path persists between visits more than an ordinary protein's residual
     # does (BMI and disease change little in five years), so the bias equation's own
@@ -317,19 +312,35 @@ def visit2_specials(world: World, cohort: Cohort, bmi2: np.ndarray) -> tuple[dic
     before = {"T1": cohort.z_bmi, "T2": cohort.latent, "A9_partner": cohort.latent_late}
     eps = cohort.extras["special_eps"]
     v2_eps = {}
+    special_carry = leaks.hook(world.leaks, "visit2_special_carry", _visit2_special_carry)
     for role, p in world.special_proteins().items():
-        carry = VISIT2_RESID_CARRY
-        if not world.leaky("communality"):
-            bias, load_key, _ = SPECIAL_PATHS[role]
-            loading = float(world.params["bias_params"][bias][load_key])
-            x, y = before[role], paths[role]
-            rho = float(np.mean((x - x.mean()) * (y - y.mean())) / (x.std() * y.std()))
-            r2 = special_residual(world, role) ** 2
-            # the path's factor and covariate content stands in for the ordinary part it replaced
-            # (pipeline.pathways) and carries as that part would
-            target = (float(world.pathways.visit2_carry[p]) * ordinary_residual_sd(world, p) ** 2
-                      + loading ** 2 * world.pathways.path_carried.get(role, 0.0))
-            carry = float(np.clip((target - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0
+        carry = special_carry(world, role, p, before[role], paths[role])
         renewed = carry * eps[role] + np.sqrt(1 - carry * carry) * blocks.normal(world, streams.SPECIAL_VISIT2.format(role=role))
         v2_eps[p] = renewed[v2]
     return v2_path, v2_eps
+
+
+def _visit2_path_change(world: World, cohort: Cohort, bmi2: np.ndarray, paths: dict) -> None:
+    """L and L_late are standardised at their own time, so they do not age: the covariate
+    terms a follower's path stands in for (pipeline.pathways) change with the visit as its
+    own terms do (five years older, BMI then).  Changes ``paths`` in place."""
+    change = np.column_stack([np.nan_to_num(cohort.visit2_years), np.zeros(len(bmi2)), bmi2 - cohort.pop["bmi"],
+                              np.zeros(len(bmi2))])
+    for role in ("T2", "A9_partner"):
+        a = world.pathways.path_covariates.get(role)
+        if a is not None:
+            paths[role] = paths[role] + sum(float(a[j]) * change[:, j] for j in range(4))
+
+
+def _visit2_special_carry(world: World, role: str, p: int, x: np.ndarray, y: np.ndarray) -> float:
+    """The visit-to-visit carry of bias protein ``p``'s own residual, from its path before
+    (``x``) and at visit 2 (``y``)."""
+    bias, load_key, _ = SPECIAL_PATHS[role]
+    loading = float(world.params["bias_params"][bias][load_key])
+    rho = float(np.mean((x - x.mean()) * (y - y.mean())) / (x.std() * y.std()))
+    r2 = special_residual(world, role) ** 2
+    # the path's factor and covariate content stands in for the ordinary part it replaced
+    # (pipeline.pathways) and carries as that part would
+    target = (float(world.pathways.visit2_carry[p]) * ordinary_residual_sd(world, p) ** 2
+              + loading ** 2 * world.pathways.path_carried.get(role, 0.0))
+    return float(np.clip((target - rho * loading ** 2) / r2, 0.0, 1.0)) if r2 > 0 else 0.0

@@ -11,7 +11,7 @@ import numpy as np
 from .. import seeds, streams
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from ..world import World
+    from ..model.world import World
 
 MISSING_RATE = {"transcriptomics": 0.002, "metabolomics": 0.01}
 # Metabolites are released as concentrations (mmol/L): value = mu exp(sigma z).

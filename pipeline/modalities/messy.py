@@ -12,7 +12,7 @@ import pandas as pd
 from .. import blocks, streams
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from ..world import World
+    from ..model.world import World
 
 SENTINEL_COLUMNS = {"p20116_i0": (-3,), "p22040_i0": (-1, -3), "p21000_i0": (-3,)}
 # Implausible entries: data-entry errors an analyst must catch.

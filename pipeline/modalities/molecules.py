@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import seeds
-from ..pathways import covariate_matrix
-from ..world import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
+from .. import leaks, seeds, streams
+from ..model.constants import COREGULATED_SHARED, PROTEIN_RESIDUAL, TRANS_EFFECT, VISIT2_FACTOR_CARRY, VISIT2_RESID_CARRY
+from ..model.linear import covariate_matrix
 
 
 
@@ -45,7 +45,7 @@ def haplotypes(world, b: int) -> np.ndarray:
     from kernels.genotypes import simulate_haplotypes
 
     lo, hi = world.block_range(b)
-    return simulate_haplotypes(seeds.block_key(world.seed, "genotypes", b), hi - lo, world.rho, world.threshold)
+    return simulate_haplotypes(seeds.block_key(world.seed, streams.GENOTYPES, b), hi - lo, world.rho, world.threshold)
 
 
 def standardised_genotypes(world, dosage: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -144,15 +144,15 @@ class BlockMolecules:
         q = world.af
         self.gmean = 2.0 * q
         self.ginv = 1.0 / np.sqrt(2.0 * q * (1.0 - q))
-        self.factors = seeds.stream(s, "factors", b).standard_normal((n, F))
-        self.protein_resid = seeds.stream(s, "protein_residual", b).standard_normal((n, world.n_proteins))
-        self.pair_noise = seeds.stream(s, "coregulated_residual", b).standard_normal((n, len(world.coregulated)))
+        self.factors = seeds.stream(s, streams.FACTORS, b).standard_normal((n, F))
+        self.protein_resid = seeds.stream(s, streams.PROTEIN_RESIDUAL, b).standard_normal((n, world.n_proteins))
+        self.pair_noise = seeds.stream(s, streams.COREGULATED_RESIDUAL, b).standard_normal((n, len(world.coregulated)))
         self.protein_resid = coregulate(world, self.protein_resid, self.pair_noise)
         # the protein's biological part (everything but the covariate terms)
         self.protein_bio = self._bio(self.dosage, world.protein_cis, np.sqrt(world.protein_h2), world.protein_master,
                                      self.factors, world.protein_loadings, self.protein_resid * residual_scale(world))
         self.cov = covariate_terms(world, pop)
-        self.pathway_eps = seeds.stream(s, "pathway_residual", b).standard_normal((n, self._n_pathways()))
+        self.pathway_eps = seeds.stream(s, streams.PATHWAY_RESIDUAL, b).standard_normal((n, self._n_pathways()))
         self._raw = self.protein_bio + self.cov
         self.pathway_k = self.pathway_late = None
         if self._n_pathways():
@@ -163,8 +163,11 @@ class BlockMolecules:
     def anchor_assay_noise(self) -> dict:
         """Each co-regulated anchor's assay noise (what its released value adds to the pair's
         abundance), the T4 driver's excepted (L reads its abundance through the population stage)."""
+        return leaks.hook(self.world.leaks, "anchor_assay_noise", BlockMolecules._anchor_assay_noise)(self)
+
+    def _anchor_assay_noise(self) -> dict:
         w = self.world
-        if w.pathways is None or w.pathways.visit2_recomputed or w.leaky("pathway_shapes"):
+        if w.pathways is None:
             return {}
         own = PROTEIN_RESIDUAL * np.sqrt(1.0 - COREGULATED_SHARED)
         return {int(a): own * self.pair_noise[:, k] for k, (a, _) in enumerate(w.coregulated) if int(a) != w.roles.t4_causal}
@@ -207,7 +210,7 @@ class BlockMolecules:
 
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
-        resid = seeds.stream(s, "transcript_residual", b).standard_normal((n, w.n_proteins))
+        resid = seeds.stream(s, streams.TRANSCRIPT_RESIDUAL, b).standard_normal((n, w.n_proteins))
         own = self._bio(self.dosage, w.protein_cis, w.transcript_cis, w.transcript_master, self.factors,
                         w.transcript_loadings, resid)
         out = np.empty_like(own)
@@ -218,7 +221,7 @@ class BlockMolecules:
     def metabolites_raw(self) -> np.ndarray:
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
-        resid = seeds.stream(s, "metabolite_residual", b).standard_normal((n, w.n_metabolites))
+        resid = seeds.stream(s, streams.METABOLITE_RESIDUAL, b).standard_normal((n, w.n_metabolites))
         no_trans = np.full(w.n_metabolites, -1, dtype=np.int64)
         bio = self._bio(self.dosage, w.metabolite_cis, np.sqrt(w.metabolite_h2), no_trans, self.factors,
                         w.metabolite_loadings, resid)
@@ -231,9 +234,9 @@ class BlockMolecules:
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
         # Drawn for the whole block so a participant's values do not depend on who else attended.
-        f_new = seeds.stream(s, "factors_visit2", b).standard_normal(self.factors.shape)
-        r_new = seeds.stream(s, "protein_residual_visit2", b).standard_normal((n, w.n_proteins))
-        r_new = coregulate(w, r_new, seeds.stream(s, "coregulated_residual_visit2", b).standard_normal((n, len(w.coregulated))))
+        f_new = seeds.stream(s, streams.FACTORS_VISIT2, b).standard_normal(self.factors.shape)
+        r_new = seeds.stream(s, streams.PROTEIN_RESIDUAL_VISIT2, b).standard_normal((n, w.n_proteins))
+        r_new = coregulate(w, r_new, seeds.stream(s, streams.COREGULATED_RESIDUAL_VISIT2, b).standard_normal((n, len(w.coregulated))))
         k1 = VISIT2_FACTOR_CARRY
         k2 = np.full(w.n_proteins, VISIT2_RESID_CARRY) if w.pathways is None else w.pathways.visit2_carry
         f2 = k1 * self.factors[rows] + np.sqrt(1 - k1 * k1) * f_new[rows]
@@ -244,19 +247,19 @@ class BlockMolecules:
         raw = bio + covariate_terms(w, pop_rows, age_shift=age_shift, bmi=bmi2)
         if not self._n_pathways():
             return raw, r2
+        leaks.hook(w.leaks, "visit2_followers", BlockMolecules._visit2_followers)(self, rows, raw, bio, age_shift, bmi2, pop_rows)
+        return raw, r2
+
+    def _visit2_followers(self, rows: np.ndarray, raw: np.ndarray, bio: np.ndarray, age_shift, bmi2: np.ndarray,
+                          pop_rows: dict) -> None:
+        """The followers' visit-2 values added to ``raw`` and ``bio`` in place."""
+        w, s, b = self.world, self.world.seed, self.b
         pw = w.pathways
-        if pw.visit2_recomputed:  # test-only: the followers re-read their feeders' visit-2 values
-            c = VISIT2_RESID_CARRY  # a pathway's own term renews as a residual does
-            eps_new = seeds.stream(s, "pathway_residual_visit2", b).standard_normal(self.pathway_eps.shape)
-            pop2 = dict(pop_rows, age=pop_rows["age"] + age_shift, bmi=bmi2)
-            k2, late2 = pathway_values(w, raw, c * self.pathway_eps[rows] + np.sqrt(1 - c * c) * eps_new[rows], self.dosage[rows], pop2)
-            add_pathways(w, raw, bio, k2, late2)
-            return raw, r2
         # as the T2 decoy reads L_late and the A9 partner L_late carried on, from baseline
         # values: a baseline follower reads K_m_late, a late follower K_m_late five years
         # on; both with the covariate change their path stands in for (cohort.visit2_specials)
         late = self.pathway_late[rows]
-        ahead_new = seeds.stream(s, "pathway_ahead", b).standard_normal(self.pathway_eps.shape)[rows]
+        ahead_new = seeds.stream(s, streams.PATHWAY_AHEAD, b).standard_normal(self.pathway_eps.shape)[rows]
         rho = np.clip(pw.rho, -1.0, 1.0)
         ahead = rho * late + np.sqrt(1.0 - rho * rho) * ahead_new
         change = np.column_stack([np.asarray(age_shift, dtype=np.float64) * np.ones(len(rows)), np.zeros(len(rows)),
@@ -264,7 +267,6 @@ class BlockMolecules:
         base_change = dot(change, pw.cov_change[:, 0, :].T)
         late_change = dot(change, pw.cov_change[:, 1, :].T)
         add_pathways(w, raw, bio, late + base_change, ahead + late_change)
-        return raw, r2
 
 
 def moments(x: np.ndarray) -> np.ndarray:

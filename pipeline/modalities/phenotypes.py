@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import blocks, streams
+from .. import blocks, leaks, streams
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from ..world import World
+    from ..model.world import World
     from .cohort import Cohort
 
 # S1.3 principal loadings (EDV, ESV, wall thickness, wall motion, diastolic lag, native T1).
@@ -48,8 +48,6 @@ TEXTURE_LOADINGS = {
 # imaging signature of L is -0.27, what the DCM-fixed loadings below gave in DCM
 # (scripts/calibrate_baseline.py --search tunes it with TEXTURE_LOADINGS).
 T8_IMAGING_C = {"dcm": 0.381, "hcm": 0.369, "ischemic": 0.321, "hfpef": 0.290}
-# The pre-issue-12 loadings, the same in every archetype (test_leaks=t8_signs only).
-T8_FIXED_LOADINGS = {"edv": -0.20, "esv": -0.30, "wall": 0.15}
 # Body-size (z(BMI)) and sex loadings: bigger bodies and men have bigger hearts.
 BODY_LOADINGS = {"edv": 0.25, "esv": 0.20, "wall": 0.20, "motion": 0.0, "lag": 0.05, "t1": -0.05}
 SEX_LOADINGS = {"edv": 0.35, "esv": 0.30, "wall": 0.30, "motion": 0.0, "lag": 0.0, "t1": -0.15}
@@ -72,9 +70,11 @@ def _unit(zs, std_terms):
 
 def t8_loadings(world: World, archetype: str) -> dict:
     """The surrogate's loading on each standardised imaging channel."""
+    return leaks.hook(world.leaks, "t8_loadings", _t8_loadings)(world, archetype)
+
+
+def _t8_loadings(world: World, archetype: str) -> dict:
     scale = float(world.params["bias_params"]["T8"]["imaging"])
-    if world.leaky("t8_signs"):
-        return {k: scale * v for k, v in T8_FIXED_LOADINGS.items()}
     c = T8_IMAGING_C[archetype]
     alpha = dict(zip(TRAITS, ARCHETYPE_LOADINGS[archetype]), **TEXTURE_LOADINGS[archetype])
     return {k: -scale * c * a for k, a in alpha.items()}

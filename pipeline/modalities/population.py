@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import blocks, seeds, streams
-from ..world import (AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, BMI_CENTRE, BMI_RESID_SD, MALE_P,
-                     SMOKING_PREVALENCE, World)
+from ..model.constants import AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, BMI_CENTRE, BMI_RESID_SD, MALE_P, SMOKING_PREVALENCE
+from ..model.world import World
 
 ASSESSMENT_START = np.datetime64("2006-03-13")
 ASSESSMENT_SPAN_DAYS = 4 * 365

@@ -2,7 +2,7 @@
 
 Their programs run inside the sandbox with nothing but the release and the
 label oracle (the prelude's functions).  Specifications, fixed before the
-difficulty calibration (README "Reference strategies"):
+difficulty calibration (docs/screening.md, "Reference strategies"):
 
 * ``random``: one submission of S ids drawn uniformly without replacement.
 * ``labels_only``: spend the whole budget B at random in one batch; submit the

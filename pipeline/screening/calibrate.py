@@ -8,7 +8,7 @@ Builds any world of the panel that is missing (or incomplete), plays one
 unrestricted-mode episode per strategy and world, and prints the table: each
 strategy's score per world, the mean over the worlds and its standard error
 (SD / sqrt(worlds)), and, at paper scale, whether the mean lies in the
-strategy's band (README "Difficulty").  The table is also written as JSON to
+strategy's band (docs/results/screening-calibration.md, "Difficulty").  The table is also written as JSON to
 ``<out>/calibration-<panel>-<scale>.json``.
 """
 from __future__ import annotations

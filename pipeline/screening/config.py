@@ -14,9 +14,9 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING, OmegaConf
 
-from ..config_rules import CHOICE, CUSTOM, FIELD_RULES as SHARED_RULES, INT, NAME, NUM, PAIR, _need, check_kind_config, \
-    register_world_rules
-from ..config_schema import ConfigError
+from ..config_rules import check_kind_config, register_world_schema
+from ..config_schema import CHOICE, CUSTOM, INT, NAME, NUM, PAIR, SEED, ConfigError, _need, ruled
+from ..config_schema import world_determining as _world_determining
 
 KIND = "screening"
 SCALE_CONFORMATIONS = {"tiny": 10_000, "small": 100_000, "paper": 1_000_000}
@@ -26,62 +26,6 @@ MIN_TOP_K = 100  # floors that keep small worlds meaningful
 MIN_SUBMISSION = 300
 
 
-@dataclass
-class PocketConfig:
-    """A hidden pharmacophore pocket in the pocket frame (Å)."""
-
-    n_points: int = 10  #: feature points (donor, acceptor, hydrophobe, aromatic, positive, negative)
-    semi_axes: List[float] = field(default_factory=lambda: [8.5, 6.0, 4.5])  #: the cavity's ellipsoid
-    point_depth: List[float] = field(default_factory=lambda: [0.15, 0.75])  #: feature points at this fraction of the axes
-    point_sigma: List[float] = field(default_factory=lambda: [0.9, 1.3])  #: Gaussian width of a feature point (Å)
-    point_weight: List[float] = field(default_factory=lambda: [0.6, 1.4])
-    excluded: int = 72  #: excluded-volume spheres on the cavity wall
-    excluded_radius: float = 2.2  #: Å
-    excluded_weight: float = 0.25  #: penalty per Å² of overlap
-    opening: float = 0.45  #: the wall is open where the local z exceeds this fraction of its semi-axis
-
-
-@dataclass
-class DockingConfig:
-    """The cheap docking-like placement into the target pocket (kernels.screening.dock)."""
-
-    starts: int = 8  #: random orientations tried
-    steps: int = 8  #: greedy refinement steps of the best
-    spread: float = 1.2  #: Å: SD of the centroid's offset from the pocket centre
-    step_angle: float = 20.0  #: degrees
-    step_shift: float = 0.6  #: Å
-
-
-@dataclass
-class ScoreConfig:
-    """How the hidden score combines its parts (each standardised over the library)."""
-
-    hidden_share: float = 0.70  #: share of the score's variance in the per-molecule term no model can predict
-    offtargets: int = 3
-    offtarget_weight: float = 0.45  #: weight of sum_k softplus(z(off_k) - threshold)
-    offtarget_threshold: float = 0.5
-    property_weight: float = 0.30  #: weight of the property penalty (cLogP, MW, donors)
-
-
-@dataclass
-class ScreeningWorldConfig:
-    """One screening world: a library, a hidden target, three off-targets and the rules of the game."""
-
-    id: str = MISSING  #: world identifier (also the output folder name)
-    kind: str = KIND
-    seed: Optional[str] = None  #: >=128-bit secret; None for held-out worlds (taken from seeds=<file>)
-    conformations: Optional[int] = None  #: library size; None = the scale's (tiny 10,000, small 100,000, paper 1,000,000)
-    budget_fraction: float = 0.10  #: labels an agent may request
-    top_fraction: float = 0.001  #: the top-K is this fraction of the library (at least 100)
-    submission_fraction: float = 0.003  #: ids per submission (at least 300)
-    max_submissions: int = 3
-    time_limit_hours: float = 10.0  #: wall clock of a time-limited episode
-    pocket: PocketConfig = field(default_factory=PocketConfig)
-    offtarget: PocketConfig = field(default_factory=lambda: PocketConfig(n_points=6))
-    docking: DockingConfig = field(default_factory=DockingConfig)
-    score: ScoreConfig = field(default_factory=ScoreConfig)
-
-
 def _semi_axes(name: str, v) -> None:
     vals = list(v) if OmegaConf.is_list(v) or isinstance(v, (list, tuple)) else []
     ok = len(vals) == 3 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 2.0 <= x <= 30.0 for x in vals)
@@ -89,49 +33,77 @@ def _semi_axes(name: str, v) -> None:
         raise ConfigError(f"{name}: {vals or v!r} is invalid; valid: three lengths in [2, 30] (Å)")
 
 
-def _pocket_rules(prefix: str) -> dict:
-    return {
-        f"{prefix}.n_points": INT(1, 64, why="feature points of the pocket"),
-        f"{prefix}.semi_axes": CUSTOM(_semi_axes, why="three lengths in [2, 30] (Å)"),
-        f"{prefix}.point_depth": PAIR(0.0, 1.0, why="fractions of the semi-axes"),
-        f"{prefix}.point_sigma": PAIR(0.2, 5.0, why="Å"),
-        f"{prefix}.point_weight": PAIR(0.0, 10.0),
-        f"{prefix}.excluded": INT(0, 1000, why="excluded-volume spheres"),
-        f"{prefix}.excluded_radius": NUM(0.5, 5.0, why="Å"),
-        f"{prefix}.excluded_weight": NUM(0.0, 100.0, why="penalty per Å² of overlap"),
-        f"{prefix}.opening": NUM(-1.0, 1.0, why="a fraction of the semi-axis"),
-    }
+# Each leaf field declares its rule (pipeline.config_schema.ruled); pipeline.config_rules
+# derives the kind's FIELD_RULES, error messages and documentation table from them.
 
 
-def _world_rules() -> dict:
-    """The rule of every ``world.*`` field of a screening world (``pipeline.config_rules``)."""
-    return {
-        "world.id": NAME,
-        "world.kind": CHOICE(KIND),
-        "world.seed": SHARED_RULES["world.seed"],
-        "world.conformations": INT(1000, 5_000_000, optional=True, why="null = the scale's size"),
-        "world.budget_fraction": NUM(0, 1, lo_open=True, why="share of the library an agent may label"),
-        "world.top_fraction": NUM(0, 0.5, lo_open=True),
-        "world.submission_fraction": NUM(0, 0.5, lo_open=True),
-        "world.max_submissions": INT(1, 100),
-        "world.time_limit_hours": NUM(0, 1000, lo_open=True),
-        **_pocket_rules("world.pocket"),
-        **_pocket_rules("world.offtarget"),
-        "world.docking.starts": INT(1, 10_000),
-        "world.docking.steps": INT(0, 10_000),
-        "world.docking.spread": NUM(0, 20, why="Å"),
-        "world.docking.step_angle": NUM(0, 180, why="degrees"),
-        "world.docking.step_shift": NUM(0, 10, why="Å"),
-        "world.score.hidden_share": NUM(0, 1, hi_open=True, why="1 leaves no structure to find"),
-        "world.score.offtargets": INT(0, 8),
-        "world.score.offtarget_weight": NUM(0, 10),
-        "world.score.offtarget_threshold": NUM(-10, 10),
-        "world.score.property_weight": NUM(0, 10),
-    }
+@dataclass
+class PocketConfig:
+    """A hidden pharmacophore pocket in the pocket frame (Å)."""
+
+    #: feature points (donor, acceptor, hydrophobe, aromatic, positive, negative)
+    n_points: int = ruled(INT(1, 64, why="feature points of the pocket"), 10)
+    #: the cavity's ellipsoid
+    semi_axes: List[float] = ruled(CUSTOM(_semi_axes, why="three lengths in [2, 30] (Å)"), factory=lambda: [8.5, 6.0, 4.5])
+    #: feature points at this fraction of the axes
+    point_depth: List[float] = ruled(PAIR(0.0, 1.0, why="fractions of the semi-axes"), factory=lambda: [0.15, 0.75])
+    #: Gaussian width of a feature point (Å)
+    point_sigma: List[float] = ruled(PAIR(0.2, 5.0, why="Å"), factory=lambda: [0.9, 1.3])
+    point_weight: List[float] = ruled(PAIR(0.0, 10.0), factory=lambda: [0.6, 1.4])
+    excluded: int = ruled(INT(0, 1000, why="excluded-volume spheres"), 72)  #: excluded-volume spheres on the cavity wall
+    excluded_radius: float = ruled(NUM(0.5, 5.0, why="Å"), 2.2)  #: Å
+    excluded_weight: float = ruled(NUM(0.0, 100.0, why="penalty per Å² of overlap"), 0.25)  #: penalty per Å² of overlap
+    #: the wall is open where the local z exceeds this fraction of its semi-axis
+    opening: float = ruled(NUM(-1.0, 1.0, why="a fraction of the semi-axis"), 0.45)
+
+
+@dataclass
+class DockingConfig:
+    """The cheap docking-like placement into the target pocket (kernels.screening.dock)."""
+
+    starts: int = ruled(INT(1, 10_000), 8)  #: random orientations tried
+    steps: int = ruled(INT(0, 10_000), 8)  #: greedy refinement steps of the best
+    spread: float = ruled(NUM(0, 20, why="Å"), 1.2)  #: Å: SD of the centroid's offset from the pocket centre
+    step_angle: float = ruled(NUM(0, 180, why="degrees"), 20.0)  #: degrees
+    step_shift: float = ruled(NUM(0, 10, why="Å"), 0.6)  #: Å
+
+
+@dataclass
+class ScoreConfig:
+    """How the hidden score combines its parts (each standardised over the library)."""
+
+    #: share of the score's variance in the per-molecule term no model can predict
+    hidden_share: float = ruled(NUM(0, 1, hi_open=True, why="1 leaves no structure to find"), 0.70)
+    offtargets: int = ruled(INT(0, 8), 3)
+    offtarget_weight: float = ruled(NUM(0, 10), 0.45)  #: weight of sum_k softplus(z(off_k) - threshold)
+    offtarget_threshold: float = ruled(NUM(-10, 10), 0.5)
+    property_weight: float = ruled(NUM(0, 10), 0.30)  #: weight of the property penalty (cLogP, MW, donors)
+
+
+@dataclass
+class ScreeningWorldConfig:
+    """One screening world: a library, a hidden target, three off-targets and the rules of the game."""
+
+    id: str = ruled(NAME, MISSING)  #: world identifier (also the output folder name)
+    kind: str = ruled(CHOICE(KIND), KIND)
+    seed: Optional[str] = ruled(SEED, None)  #: >=128-bit secret; None for held-out worlds (taken from seeds=<file>)
+    #: library size; None = the scale's (tiny 10,000, small 100,000, paper 1,000,000)
+    conformations: Optional[int] = ruled(INT(1000, 5_000_000, optional=True, why="null = the scale's size"), None)
+    #: labels an agent may request
+    budget_fraction: float = ruled(NUM(0, 1, lo_open=True, why="share of the library an agent may label"), 0.10)
+    #: the top-K is this fraction of the library (at least 100)
+    top_fraction: float = ruled(NUM(0, 0.5, lo_open=True), 0.001)
+    submission_fraction: float = ruled(NUM(0, 0.5, lo_open=True), 0.003)  #: ids per submission (at least 300)
+    max_submissions: int = ruled(INT(1, 100), 3)
+    time_limit_hours: float = ruled(NUM(0, 1000, lo_open=True), 10.0)  #: wall clock of a time-limited episode
+    pocket: PocketConfig = field(default_factory=PocketConfig)
+    offtarget: PocketConfig = field(default_factory=lambda: PocketConfig(n_points=6))
+    docking: DockingConfig = field(default_factory=DockingConfig)
+    score: ScoreConfig = field(default_factory=ScoreConfig)
 
 
 #: Every rule of a screening config: the shared scale/cluster/release/... rules and the world's.
-FIELD_RULES: dict = register_world_rules(KIND, ScreeningWorldConfig, _world_rules())
+FIELD_RULES: dict = register_world_schema(KIND, ScreeningWorldConfig)
 
 
 def register(cs) -> None:
@@ -221,8 +193,11 @@ def estimate(cfg):
 
 
 def world_determining(resolved: ScreeningResolved) -> dict:
-    """The config that determines the world's bytes (what ``sealed/world.yaml`` records)."""
-    plain = OmegaConf.to_container(resolved.cfg.world, resolve=True)
+    """The config that determines a screening world's bytes (what ``sealed/world.yaml`` records
+    and resumption matches): of the shared definition (``pipeline.buildrecord.world_determining``),
+    the world with its library size and seed, the scale's name and the release format."""
+    doc = _world_determining(resolved.cfg)
+    plain = doc["world"]
     plain["conformations"] = resolved.n
     plain["seed"] = hex(resolved.seed)
-    return {"world": plain, "scale": str(resolved.cfg.scale.name), "release": {"format": "screening/1"}}
+    return {"world": plain, "scale": str(doc["scale"]["name"]), "release": {"format": "screening/1"}}

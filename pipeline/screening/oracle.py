@@ -19,6 +19,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
+from ..formats import check_format
 from ..ledger import JsonlLedger, LedgerError
 from .bundle import read_sealed
 
@@ -75,6 +76,8 @@ class LabelOracle:
 
     def _replay(self) -> None:
         rows = self.file.numbered
+        if rows and rows[0][1].get("action") == "open" and "format" in rows[0][1]:
+            check_format(rows[0][1]["format"], LEDGER_FORMAT, self.path, error=LedgerError)  # another version's ledger
         if not rows or rows[0][1].get("format") != LEDGER_FORMAT or rows[0][1].get("action") != "open":
             raise LedgerError(f"{self.path}: not a screening ledger (no '{LEDGER_FORMAT}' open row); not resumed")
         opened = rows[0][1]

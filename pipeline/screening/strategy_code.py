@@ -8,7 +8,7 @@ label oracle (through the prelude's functions), numpy, pyarrow, RDKit and
 LightGBM.  Memory: fingerprints and grid occupancies are kept as sparse CSR
 (indices of set features per conformation), never as a dense n x features matrix.
 
-Specification (fixed before calibration; README "Reference strategies"):
+Specification (fixed before calibration; docs/screening.md, "Reference strategies"):
 
 * features ``invariant``: Morgan fingerprint, radius 2, 2,048 folded bits (RDKit),
   from the SMILES alone: invariant to rotation and translation.

@@ -460,6 +460,10 @@ def map_single_threaded(fn, *iterables, jobs: int = 1) -> list:
                 os.environ[k] = v
 
 
+#: The version of a cached per-world analysis (``analyse_all(cache=...)``).
+CACHE_FORMAT = "drugtargetworld-tells-cache/1"
+
+
 def _cache_key(world_dir: str) -> str:
     """Changes with the world's bytes (both manifests) and the analysis code."""
     import hashlib
@@ -471,10 +475,25 @@ def _cache_key(world_dir: str) -> str:
     import inspect
 
     here = os.path.dirname(os.path.abspath(__file__))
-    for module in ("features.py", "sealed_checks.py"):
-        h.update(open(os.path.join(here, module), "rb").read())
+    for path in (*features.source_files(), os.path.join(here, "sealed_checks.py")):
+        h.update(open(path, "rb").read())
     h.update(inspect.getsource(analyse_world).encode())  # the rest of this module only pools and reports
     return h.hexdigest()[:20]
+
+
+def read_cached(path: str) -> dict:
+    """One cached per-world analysis, its format checked (an unversioned file, written before the
+    cache carried one, is the analysis itself)."""
+    import pickle
+
+    from ..formats import check_format
+
+    with open(path, "rb") as fh:
+        kept = pickle.load(fh)
+    if isinstance(kept, dict) and set(kept) == {"format", "analysis"}:
+        check_format(kept["format"], CACHE_FORMAT, path)
+        return kept["analysis"]
+    return kept
 
 
 def run(root: str, alpha: float = 0.01, jobs: int = 1, only: Optional[list] = None, cache: Optional[str] = None) -> dict:
@@ -501,7 +520,7 @@ def analyse_all(root: str, jobs: int = 1, only: Optional[list] = None, cache: Op
         for d in dirs:
             path = os.path.join(cache, f"{os.path.basename(d)}-{_cache_key(d)}.pkl")
             if os.path.exists(path):
-                cached[d] = pickle.load(open(path, "rb"))
+                cached[d] = read_cached(path)
     todo = [d for d in dirs if d not in cached]
     fresh = dict(zip(todo, map_single_threaded(analyse_world_safely, todo, jobs=jobs))) if todo else {}
     if cache:
@@ -509,15 +528,8 @@ def analyse_all(root: str, jobs: int = 1, only: Optional[list] = None, cache: Op
             if "error" in res:
                 continue
             with open(os.path.join(cache, f"{os.path.basename(d)}-{_cache_key(d)}.pkl"), "wb") as fh:
-                pickle.dump(res, fh)
+                pickle.dump({"format": CACHE_FORMAT, "analysis": res}, fh)
     return [cached.get(d) or fresh[d] for d in dirs]
-
-
-def main(argv: Optional[list] = None) -> int:
-    """``python -m pipeline.audit --tells <root> ...`` (the audit's command line parses the options)."""
-    from ..audit.cli import main as audit_main
-
-    return audit_main(["--tells", *(argv if argv is not None else sys.argv[1:])])
 
 
 def scan_main(root: str, *, json_out: Optional[str] = None, alpha: float = 0.01, jobs: int = 1,

@@ -12,15 +12,36 @@ import numpy as np
 import pandas as pd
 
 from .. import bundle
-from ..config import T1Params, T2Params, T3Params, T7Params, T8Params, T9Params
-from ..modalities.phenotypes import T8_IMAGING_C
-from ..world import CARDIAC_L, CENTRE_CODES, LATE_DRIVERS
+from .context import K_SE, MIN_POWER_Z, SUPPLEMENT_MIN_WEIGHT, Z_NULL, Z_SIG, Ctx, _skip
 from .core import Check, at_least, band
-from .mechanisms import (K_SE, MIN_POWER_Z, SUPPLEMENT_MIN_WEIGHT, Z_NULL, Z_SIG, Ctx, _skip, analyst_phenotype)
 from .stats import corr_z, ols, poisson, ridge_cv
-
+from .targets import V
 
 _CENTRED: dict = {}
+
+
+def analyst_phenotype(world) -> np.ndarray:
+    """A disease phenotype an analyst can build from the release for everyone:
+    out-of-fold ridge predictions of ever-recorded cardiomyopathy / heart-failure
+    diagnoses from ECG and coronary CT features (no omics, no outcomes that the
+    harmful surrogate touches)."""
+    ecg = world.table("ecg_features")
+    ct = world.table("coronary_ct")
+    dx = world.table("ehr_diagnoses")
+    cov = world.covariates
+    codes = dx["icd10"].astype(str)
+    hf = dx.loc[codes.str.startswith(("I42", "I50", "I25.5")), "subject_id"].unique()
+    label = cov.index.isin(hf).astype(float)
+    feats = pd.concat([ecg, ct], axis=1).reindex(cov.index)
+    X = feats.to_numpy(float)
+    X = np.where(np.isfinite(X), X, np.nan)
+    for j in range(X.shape[1]):  # robust to implausible values in messy worlds
+        lo, hi = np.nanpercentile(X[:, j], [0.5, 99.5])
+        X[:, j] = np.clip(X[:, j], lo, hi)
+        X[np.isnan(X[:, j]), j] = np.nanmedian(X[:, j])
+    X = np.column_stack([X, np.log1p(np.clip(ct["cac_agatston"].reindex(cov.index).to_numpy(float), 0, None))])
+    folds = np.arange(len(label)) % 5
+    return ridge_cv(X, label, folds, alpha=10.0)
 
 
 def _lead_variant(geno: pd.DataFrame, y: np.ndarray):
@@ -55,6 +76,14 @@ def _wald(g, x, y):
 
 
 def analyst(world, c: Ctx) -> list:
+    """The analyst-level checks of a world whose fidelity context is ``c``."""
+    try:
+        return _analyst(world, c)
+    finally:
+        _CENTRED.clear()  # the centred genotype matrix is large at paper scale
+
+
+def _analyst(world, c: Ctx) -> list:
     G = "mechanisms"
     out = []
     Y = analyst_phenotype(world)
@@ -105,7 +134,7 @@ def analyst(world, c: Ctx) -> list:
         name = "T1: association removed by BMI adjustment (marginal z - adjusted z)"
         x = prot[dec["T1"]].to_numpy(float)
         r_yb = float(np.corrcoef(Y, zb)[0, 1])
-        ez = abs(T1Params().bmi_loading / 0.87 * r_yb) * np.sqrt(n)
+        ez = abs(V.t1_bmi_loading / 0.87 * r_yb) * np.sqrt(n)
         _, zm, _ = corr_z(x, Y)
         adj = np.column_stack([zb, world.covariates["p21003_i0"].to_numpy(float), c.sex])
         z_all = _adjusted_z(prot, Y, adj)
@@ -131,7 +160,7 @@ def analyst(world, c: Ctx) -> list:
         # expected size of the MR-vs-observational contrast under the supplement's T2
         # equation: observational slope over the Wald ratio's SE
         r_gp = np.sqrt(h2[pids.index(dec["T2"])] / 1.1)
-        ez = abs(T2Params().latent_loading / 0.95 * r_yl) * r_gp * np.sqrt(n)
+        ez = abs(V.t2_latent_loading / 0.95 * r_yl) * r_gp * np.sqrt(n)
         if ez < MIN_POWER_Z:
             out.append(_skip("T2: strong association with a null instrument", G, ez))
         else:
@@ -154,7 +183,7 @@ def analyst(world, c: Ctx) -> list:
         x = prot[dec["T7"]].to_numpy(float)
         lead, _ = _lead_variant(geno, x)
         ratio, se, zgx, zgy = _wald(geno[lead].to_numpy(float), x, Y)
-        ez = abs(T7Params().direct / c.sd_raw * r_yl) * np.sqrt(n)
+        ez = abs(V.t7_direct / c.sd_raw * r_yl) * np.sqrt(n)
         if ez < MIN_POWER_Z:
             out.append(_skip("T7: the instrument moves disease though the protein is not causal", G, ez))
         else:
@@ -213,20 +242,17 @@ def _t3_analyst(world, c: Ctx, Y) -> list:
     im = c.imaged & ok
     shift = _partial_corr(x, Y, Z, im) - _partial_corr(x, Y, Z, ok)
     se = np.sqrt(1 / im.sum() - 1 / ok.sum())
-    t3 = T3Params()
-    centre_idx = pd.Series(range(len(CENTRE_CODES)), index=CENTRE_CODES)[cov["p54_i0"].to_numpy()].to_numpy()
-    anc = cov["p21000_i0"].to_numpy().clip(1, 6) - 1
-    offset = np.asarray(c.hid["centre_selection"])[centre_idx] + np.asarray(c.hid["ancestry_selection"])[anc]
+    offset = c.selection_offset()
     Pt = c.true(p)
-    base = (t3.age * c.hp["z_age"].to_numpy() + t3.bmi * c.hp["z_bmi"].to_numpy() + offset
-            + t3.latent * t3.eta * c.L + t3.protein * t3.eta * Pt)
+    base = (V.t3_age * c.hp["z_age"].to_numpy() + V.t3_bmi * c.hp["z_bmi"].to_numpy() + offset
+            + V.t3_latent * V.t3_eta * c.L + V.t3_protein * V.t3_eta * Pt)
     rng = np.random.default_rng(0)
     n_im = int(c.imaged.sum())
     everyone = np.ones(c.n, dtype=bool)
     r_all = _partial_corr(Pt, c.L, Z, everyone)
     shifts = []
     for _ in range(8):
-        sim = base + t3.noise * rng.standard_normal(c.n)
+        sim = base + V.t3_noise * rng.standard_normal(c.n)
         sel = np.zeros(c.n, dtype=bool)
         sel[np.argsort(-sim)[:n_im]] = True
         shifts.append(_partial_corr(Pt, c.L, Z, sel) - r_all)
@@ -249,7 +275,7 @@ def _t9_analyst(world, c: Ctx, Y, r_yl) -> list:
     x = world.proteomics[p].to_numpy(float)
     site = c.hid["t9_centre_index"]
     centres = world.covariates["p54_i0"].to_numpy()
-    at = centres == CENTRE_CODES[site]
+    at = centres == c.w.centre_codes[site]
     ok_x = np.isfinite(x)
     sd_in, sd_out = np.std(x[at & ok_x]), np.std(x[~at & ok_x])
     m_in, m_out = np.mean(x[at & ok_x]), np.mean(x[~at & ok_x])
@@ -267,9 +293,8 @@ def _t9_analyst(world, c: Ctx, Y, r_yl) -> list:
     _, z_raw, _ = corr_z(x, Y)
     _, z_std, _ = corr_z(xs, Y)
     # expected association created by the unit mix alone (released minus true values)
-    t9 = T9Params()
     true = c.true(p)
-    induced = np.where(at, (t9.scale - 1.0) * true + t9.offset, 0.0)
+    induced = np.where(at, (V.t9_scale - 1.0) * true + V.t9_offset, 0.0)
     r_ind = np.cov(induced[ok_x], c.L[ok_x])[0, 1] / np.nanstd(true + induced)
     ez = abs(r_ind * r_yl) * np.sqrt(ok_x.sum())
     name = "T9: the unit mix makes the decoy look associated (raw z, removed by per-site standardisation)"
@@ -294,7 +319,7 @@ def _t8_analyst(world, c: Ctx) -> list:
     ok = np.isfinite(x)
     fit = poisson(card[ok], mort["followup_years"].to_numpy(float)[ok], [v[ok] for v in X], ["P_T8", "age", "sex", "bmi", "smoking"])
     b, se = fit["P_T8"]
-    ez = T8Params().hazard / se
+    ez = V.t8_hazard / se
     out = []
     if ez < MIN_POWER_Z:
         out.append(_skip("T8: surrogate raises cardiac deaths", G, ez))
@@ -325,7 +350,7 @@ def _t8_imaging_analyst(world, c: Ctx, x: np.ndarray) -> Check:
     r_sl = corr_z(S, c.L[rows])[0]
     rz = corr_z(xs, S)
     arch = c.truth["archetype"]
-    ez = T8_IMAGING_C[arch] * abs(r_sl) * np.sqrt(len(rows))
+    ez = V.t8_imaging_c[arch] * abs(r_sl) * np.sqrt(len(rows))
     detail = (f"r(surrogate, signature) = {rz[0]:+.3f} over {rz[2]} imaged; r(signature, analyst phenotype) = {r_sy:+.2f}; "
               f"expected z {-ez:.1f}")
     if ez < MIN_POWER_Z:
@@ -368,7 +393,7 @@ def _a9_analyst(world, c: Ctx, Y) -> list:
     # Power from this world's own planted late weight (the sealed truth): the supplement's
     # smallest possible one (1.15 x 0.30) left the contrast underpowered at paper scale
     # (expected z 3.5 in standard-04, whose |w_late| is 0.58).
-    ez = abs(CARDIAC_L * LATE_DRIVERS * w_late / c.sd_late) / se_shift
+    ez = abs(V.cardiac_latent * V.late_drivers * w_late / c.sd_late) / se_shift
     out = []
     name = "A9: weak baseline effect, strong late effect (late minus early cardiac-death log-HR, z)"
     if ez < MIN_POWER_Z:
@@ -386,12 +411,12 @@ def _a9_analyst(world, c: Ctx, Y) -> list:
     okp = np.isfinite(xp) & alive5
     fit_p = poisson(late_event[okp], (follow - 5)[okp], [xp[okp]] + [a[okp] for a in adj], ["P", "age", "sex", "bmi", "smk"])
     zp = fit_p["P"][0] / fit_p["P"][1]
-    # Expected log-HR per SD: CARDIAC_L times the released partner's correlation with L_late.
+    # Expected log-HR per SD: the cardiac hazard's L coefficient (0.70) times the released partner's correlation with L_late.
     # The partner loads 0.5 on L_late in its raw units, but it also keeps the ordinary
     # factors and covariate terms (issue 12), so per SD of the released value it is less
     # (r 0.30 in standard-04 at small scale).
     r_late = corr_z(xp[okp], c.Ll[okp])[0]
-    ez = CARDIAC_L * abs(r_late) / fit_p["P"][1]
+    ez = V.cardiac_latent * abs(r_late) / fit_p["P"][1]
     if ez < MIN_POWER_Z:
         out.append(_skip("A9: partner tracks later disease (late cardiac deaths, z)", G, ez))
     else:

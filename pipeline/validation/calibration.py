@@ -1,6 +1,8 @@
 """Calibration figures of the world core against Supplementary Methods S1.1 and
-the paper's anchors, each with a tolerance of k analytic standard errors at the
-world's scale (``pipeline/data/calibration_targets.yaml``)."""
+the paper's anchors (the values in ``targets``), each with a tolerance of k
+analytic standard errors at the world's scale (``pipeline/data/calibration_targets.yaml``);
+what the world sets itself (its scale, visit-2 fraction, messiness) comes from
+its resolved config, its centre shifts from the sealed hidden model."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +10,8 @@ import pandas as pd
 from scipy import stats
 
 from ..ld import expected_haplotype_r
-from ..world import AF_A, AF_B, AF_FLOOR, AGE_HI, AGE_LO, AGE_MEAN, AGE_SD, CENTRE_CODES, MALE_P
 from .core import Check, band, targets
+from .targets import V
 
 GROUP = "calibration"
 
@@ -69,8 +71,8 @@ def age_target(world) -> tuple:
     shifts = np.asarray(world.hidden["centre_age_shift"])
     m1 = m2 = m3 = m4 = 0.0
     for pc, sc in zip(p, shifts):
-        mu = AGE_MEAN + sc
-        dist = stats.truncnorm((AGE_LO - mu) / AGE_SD, (AGE_HI - mu) / AGE_SD, loc=mu, scale=AGE_SD)
+        mu = V.age_mean + sc
+        dist = stats.truncnorm((V.age_lower - mu) / V.age_sd, (V.age_upper - mu) / V.age_sd, loc=mu, scale=V.age_sd)
         raw = [dist.moment(k) for k in (1, 2, 3, 4)]
         m1 += pc * raw[0]
         m2 += pc * raw[1]
@@ -96,51 +98,52 @@ def checks(world) -> tuple[list, dict]:
     k = tg["age_mean"]["k_se"]
     out.append(band("age mean (years)", GROUP, age.mean(), mean_t, k * se_mean, tg["age_mean"]["source"], se=se_mean))
     out.append(band("age SD (years)", GROUP, age.std(), sd_t, tg["age_sd"]["k_se"] * se_sd, tg["age_sd"]["source"], se=se_sd))
-    lo, hi = tg["age_bounds"]["lower"], tg["age_bounds"]["upper"]
+    lo, hi = V.age_lower, V.age_upper
     ok = bool(age.min() >= lo and age.max() <= hi)
     out.append(Check("age within bounds [45, 84]", GROUP, float(age.min()), None, lo, hi, ok and age.max() <= hi,
                      tg["age_bounds"]["source"], f"min {age.min():.1f}, max {age.max():.1f}", level="calibration"))
 
     # ---- sex -----------------------------------------------------------------------
     male = cov["p31_i0"].to_numpy(float)
-    se = np.sqrt(MALE_P * (1 - MALE_P) / n)
-    out.append(band("male fraction", GROUP, male.mean(), MALE_P, tg["male_fraction"]["k_se"] * se, tg["male_fraction"]["source"], se=se))
+    se = np.sqrt(V.male_fraction * (1 - V.male_fraction) / n)
+    out.append(band("male fraction", GROUP, male.mean(), V.male_fraction, tg["male_fraction"]["k_se"] * se, tg["male_fraction"]["source"], se=se))
 
     # ---- BMI: residual SD given the designed effects, and the empirical centre -------
     bmi = cov["p21001_i0"].to_numpy(float)
-    centre_idx = pd.Series(range(len(CENTRE_CODES)), index=CENTRE_CODES)[cov["p54_i0"].to_numpy()].to_numpy()
+    codes = world.centre_codes
+    centre_idx = pd.Series(range(len(codes)), index=codes)[cov["p54_i0"].to_numpy()].to_numpy()
     anc_idx = cov["p21000_i0"].to_numpy() - 1
     background = np.asarray(world.hidden["centre_bmi_shift"])[centre_idx] + np.asarray(world.hidden["ancestry_bmi"])[anc_idx]
-    resid = bmi - (0.05 * (age - AGE_MEAN) + 0.45 * (male - MALE_P) + background)
+    resid = bmi - (V.bmi_age_slope * (age - V.age_mean) + V.bmi_sex_effect * (male - V.male_fraction) + background)
     # Quantile-based estimates: BMI is clipped at 15 and 55, which bends the tails but
     # not the middle.  SE of the IQR-based SD is 1.166 sigma / sqrt(n); of the median
     # 1.2533 sigma / sqrt(n) (normal-theory efficiencies).
     q25, q50, q75 = np.quantile(resid, [0.25, 0.5, 0.75])
     sd_iqr = (q75 - q25) / 1.3490
-    se = 1.166 * 5.05 / np.sqrt(n)
-    out.append(band("BMI residual SD (kg/m2, IQR-based)", GROUP, sd_iqr, 5.05, tg["bmi_residual_sd"]["k_se"] * se,
+    se = 1.166 * V.bmi_residual_sd / np.sqrt(n)
+    out.append(band("BMI residual SD (kg/m2, IQR-based)", GROUP, sd_iqr, V.bmi_residual_sd, tg["bmi_residual_sd"]["k_se"] * se,
                     tg["bmi_residual_sd"]["source"], se=se))
-    se = 1.2533 * 5.05 / np.sqrt(n)
-    out.append(band("BMI centre (kg/m2, median)", GROUP, q50, 28.3006, tg["bmi_centre"]["k_se"] * se,
+    se = 1.2533 * V.bmi_residual_sd / np.sqrt(n)
+    out.append(band("BMI centre (kg/m2, median)", GROUP, q50, V.bmi_centre, tg["bmi_centre"]["k_se"] * se,
                     tg["bmi_centre"]["source"], se=se))
 
     # ---- allele frequencies ----------------------------------------------------------
     hap = world.haplotypes  # int8 [v, s, 2]
     q = allele_frequencies(hap)
-    x = (q - AF_FLOOR) / (0.5 - AF_FLOOR)
-    ks = stats.kstest(x, stats.beta(AF_A, AF_B).cdf).statistic
+    x = (q - V.af_floor) / (0.5 - V.af_floor)
+    ks = stats.kstest(x, stats.beta(V.af_beta_a, V.af_beta_b).cdf).statistic
     crit = tg["af_distribution"]["k_ks"] / np.sqrt(len(q))
     out.append(Check("allele-frequency KS distance to the scaled Beta", GROUP, float(ks), 0.0, None, float(crit), bool(ks <= crit),
                      tg["af_distribution"]["source"], f"{len(q)} variants; ALT AF quantiles 5/50/95 % = "
                      + "/".join(f"{v:.3f}" for v in np.quantile(q, [0.05, 0.5, 0.95])), level="calibration"))
-    plots["af"] = {"q": q, "a": AF_A, "b": AF_B}
+    plots["af"] = {"q": q, "a": V.af_beta_a, "b": V.af_beta_b}
 
     # ---- LD by distance: adjacent same-contig pairs ----------------------------------
     var = world.variants
     same = var["contig"].to_numpy()[1:] == var["contig"].to_numpy()[:-1]
     dist = np.diff(var["position"].to_numpy()).astype(float)
     idx = np.flatnonzero(same)
-    decay = tg["ld_decay"]["decay_kb"] * 1000.0
+    decay = V.ld_decay_kb * 1000.0
     rho = np.exp(-dist[idx] / decay)
     q1, q2 = q[idx].clip(1e-4, 1 - 1e-4), q[idx + 1].clip(1e-4, 1 - 1e-4)
     r_exp = expected_haplotype_r(q1, q2, rho)
@@ -197,8 +200,9 @@ def checks(world) -> tuple[list, dict]:
         x = x - x.mean(axis=0)
         cov_var = np.einsum("ij,jk,ik->i", np.asarray(coefs), x.T @ x / len(x), np.asarray(coefs))
     else:
-        cov_var = float(np.var(0.01 * age + 0.10 * male + 0.02 * bmi))
-    r_exp_all = np.sqrt(h2) / np.sqrt(h2 + 0.01 * trans + lss + cov_var + 0.64)
+        cov_var = float(np.var(V.protein_age * age + V.protein_sex * male + V.protein_bmi * bmi))
+    resid_var = round(V.protein_residual_sd ** 2, 12)  # 0.64, without the last bit 0.8 ** 2 carries in floats
+    r_exp_all = np.sqrt(h2) / np.sqrt(h2 + V.protein_trans_variance * trans + lss + cov_var + resid_var)
     # The SE is a delete-one-group jackknife over participants: every protein's r shares the
     # cohort's realised factor and covariate variances, so the proteins' sampling errors are
     # correlated and the SE of independent errors, sqrt(sum (1 - r^2)^2 / n) / m, understates
@@ -239,7 +243,7 @@ def checks(world) -> tuple[list, dict]:
 
     # ---- missingness, imaging and visit-2 fractions --------------------------------------
     miss = float(prot.isna().to_numpy().mean())
-    p0 = tg["protein_missingness"]["target"]
+    p0 = V.protein_missingness
     se = np.sqrt(p0 * (1 - p0) / prot.size)
     if world.config["world"].get("messy"):
         out.append(Check("protein missingness", GROUP, miss, p0, None, None, True, tg["protein_missingness"]["source"],
@@ -257,16 +261,17 @@ def checks(world) -> tuple[list, dict]:
 
     # ---- outcomes ------------------------------------------------------------------------
     mort = world.table("mortality")
-    for key, measured in (("deaths_fraction", mort["death"].mean()),
-                          ("cardiac_deaths_fraction", (mort["cause"] == "cardiac").mean())):
+    for key, target, measured in (("deaths_fraction", V.deaths_fraction, mort["death"].mean()),
+                                  ("cardiac_deaths_fraction", V.cardiac_deaths_fraction, (mort["cause"] == "cardiac").mean())):
         t = tg[key]
-        se = np.sqrt(t["target"] * (1 - t["target"]) / n)
+        se = np.sqrt(target * (1 - target) / n)
         label = "deaths / cohort" if key == "deaths_fraction" else "cardiac deaths / cohort"
-        out.append(band(label, GROUP, float(measured), t["target"], t["abs"] + t["k_se"] * se, t["source"], se=se))
+        out.append(band(label, GROUP, float(measured), target, t["abs"] + t["k_se"] * se, t["source"], se=se))
     meds = world.table("ehr_medications")
     counts = meds.groupby("subject_id").size().reindex(cov.index, fill_value=0).to_numpy(float)
     t = tg["medication_rows_per_participant"]
     se = counts.std() / np.sqrt(n)
-    out.append(band("medication rows per participant", GROUP, counts.mean(), t["target"], t["abs"] + t["k_se"] * se, t["source"], se=se))
+    out.append(band("medication rows per participant", GROUP, counts.mean(), V.medication_rows_per_participant,
+                    t["abs"] + t["k_se"] * se, t["source"], se=se))
     plots["driver_instrument_r"] = driver_r
     return out, plots

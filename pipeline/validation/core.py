@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -250,6 +251,20 @@ class WorldDir:
             "contig": np.asarray(contig_id, dtype=object)[np.asarray(g["variant_contig"][:])],
             "position": np.asarray(g["variant_position"][:]),
         })
+
+    @cached_property
+    def centre_codes(self) -> np.ndarray:
+        """The assessment-centre codes of ``p54_i0`` in the order of the hidden model's
+        per-centre arrays: the coding the release's data dictionary lists for the column."""
+        path = os.path.join(self.release, bundle.DATA_DICTIONARY_TSV)
+        with open(path, encoding="utf-8") as fh:
+            header, *lines = [line.rstrip("\n").split("\t") for line in fh]
+        rows = {row[0]: dict(zip(header, row)) for row in lines}
+        coding = rows["p54_i0"]["coding"]
+        codes = re.fullmatch(r"[^:]*:\s*(\d+(?:,\s*\d+)*)", coding)
+        if codes is None:
+            raise ValueError(f"{path}: p54_i0 coding {coding!r} lists no centre codes")
+        return np.array([int(c) for c in codes.group(1).split(",")], dtype=np.int64)
 
     @property
     def n(self) -> int:

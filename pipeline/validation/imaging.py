@@ -14,25 +14,18 @@ import pandas as pd
 from .. import bundle
 from .core import Check, at_least, band, underpowered
 from .stats import ridge_cv
+from .targets import V
 
 G = "imaging"
 # Supplement S2.5 / Table S3: b by archetype.  Acceptance: within +-0.03 at paper scale.
-B_RANGES = {"dcm": (0.40, 0.44), "hcm": (0.67, 0.68), "ischemic": (0.71, 0.72), "hfpef": (0.75, 0.76)}
-B_ALLOWANCE = 0.03
-CEILING = 0.85
+B_RANGES = V.baseline_b
+B_ALLOWANCE = V.baseline_b_allowance
+CEILING = V.supervised_ceiling
 # Paper trace figures (Supplementary Note S2) and the tolerances stated for them here.
 # The trace comes from one world's imaged cohort; the T1 tails of another world's
 # imaged cohort move with its archetype's T1 loading and with selection on L (T3),
 # hence the wider bands on the percentiles than on the mean.
-TRACE = {
-    "ed_cavity_area_px": (700.0, 0.12, "relative"),
-    "myocardial_area_px": (1600.0, 0.12, "relative"),
-    "area_emptying": (0.58, 0.04, "absolute"),
-    "t1_mean": (1000.0, 25.0, "absolute"),
-    "t1_sd": (105.0, 15.0, "absolute"),
-    "t1_p01": (752.0, 50.0, "absolute"),
-    "t1_p99": (1243.0, 50.0, "absolute"),
-}
+TRACE = V.pixel_trace
 MEASURABILITY = (("ed_cavity_area_px", "render_lv_edv_ml"), ("area_emptying", "ef"), ("wall_thickness_px", "render_lv_wall_mm"),
                  ("t1_mean_ms", "render_t1_ms"))
 
@@ -128,7 +121,7 @@ def checks(world) -> tuple[list, dict]:
         hp["ef"] = 1 - hp["render_lv_esv_ml"] / hp["render_lv_edv_ml"]
         for fname, tname in MEASURABILITY:
             r = np.corrcoef(feats[fname].to_numpy(), hp[tname].to_numpy())[0, 1]
-            out.append(at_least(f"measurability: {fname} vs {tname.replace('render_', '')}", G, float(r), 0.8,
+            out.append(at_least(f"measurability: {fname} vs {tname.replace('render_', '')}", G, float(r), V.measurability_r,
                                 "issue 4: r >= 0.8 each", level="calibration"))
 
     # trace figures
@@ -140,7 +133,7 @@ def checks(world) -> tuple[list, dict]:
         "t1_mean": float(np.nanmean(t1)), "t1_sd": float(np.nanstd(t1)),
         "t1_p01": float(np.nanpercentile(t1, 1)), "t1_p99": float(np.nanpercentile(t1, 99)),
     }
-    t1_loading = dict(zip(("edv", "esv", "wall", "motion", "lag", "t1"), _loadings(arche)))["t1"]
+    t1_loading = dict(zip(V.traits, V.archetype_loadings[arche]))["t1"]
     for key, (target, tol, kind) in TRACE.items():
         half = tol * target if kind == "relative" else tol
         if key in ("t1_mean", "t1_p01", "t1_p99", "area_emptying") and "T3" in truth["biases"]:
@@ -165,12 +158,6 @@ def checks(world) -> tuple[list, dict]:
         out += visit2_checks(world, f2, arche)
     plots["montage"] = {"draw": lambda: montage(world, feats, L)}
     return out, plots
-
-
-def _loadings(archetype):
-    from ..modalities.phenotypes import ARCHETYPE_LOADINGS
-
-    return ARCHETYPE_LOADINGS[archetype]
 
 
 def supervised_ceiling(world, feats: pd.DataFrame) -> tuple:
@@ -252,9 +239,7 @@ def site_checks(world, files) -> list:
 
 
 def visit2_checks(world, f2: pd.DataFrame, arche: str) -> list:
-    from ..modalities.phenotypes import ARCHETYPE_LOADINGS
-
-    alpha = dict(zip(("edv", "esv", "wall", "motion", "lag", "t1"), ARCHETYPE_LOADINGS[arche]))
+    alpha = dict(zip(V.traits, V.archetype_loadings[arche]))
     Ll = world.latent["latent_late"].reindex(f2.index).to_numpy()
     pairs = {"edv": "ed_cavity_area_px", "wall": "wall_thickness_px", "t1": "t1_mean_ms", "lag": "filling_lag"}
     out = []

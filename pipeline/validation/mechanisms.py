@@ -2,8 +2,9 @@
 
 fidelity  the mechanism measured with the sealed latent and hidden variables
           matches its analytic expectation (the supplement's coefficients)
-          within k standard errors.  Targets are the supplement's values, not
-          the world's config, so a world with a mechanism switched off fails.
+          within k standard errors.  Targets are the supplement's values (the
+          table in ``targets``), not the world's config, so a world with a
+          mechanism switched off fails.
 analyst   the trap as an analyst sees it, computed from the release only (the
           truth says which protein to look at; module ``analyst``).  Some traps are weak by design;
           an analyst check whose expected test statistic at this world's scale
@@ -13,128 +14,14 @@ analyst   the trap as an analyst sees it, computed from the release only (the
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from scipy import stats as sps
 
-from .. import bundle
-from ..config import A9Params, HardParams, T1Params, T2Params, T3Params, T6Params, T7Params, T8Params, T9Params
-from ..ld import LINK_R2, expected_haplotype_r
-from ..modalities.phenotypes import ARCHETYPE_LOADINGS, T8_IMAGING_C, TEXTURE_LOADINGS, TRAITS
-from ..world import (CARDIAC_L, CENTRE_CODES, L_AGE,
-                     L_BMI, L_DIRECT, L_SMOKING, LATE_CARRY, LATE_DRIVERS)
-from .core import Check, at_least, band, underpowered
-from .stats import corr_z, ols, poisson, ridge_cv, standardise
-
-K_SE = 4.0  # fidelity tolerance in standard errors
-SUPPLEMENT_MIN_WEIGHT = 0.30  # SPEC: |w| ~ U(0.30, 0.45)
-MIN_POWER_Z = 5.0  # analyst checks run when the expected |z| at this scale reaches this
-Z_SIG = 3.0  # significance threshold of analyst tests
-Z_NULL = 3.5  # "no association" threshold (a null test at roughly 1 in 2,000)
-
-
-def _fid(name, group, est, se, target, scale=1.0, source="", detail=""):
-    """Fidelity band: estimated coefficient (times ``scale``) vs target within K_SE SE
-    (with a 1e-4 floor for deterministic relations, where the SE is numerically zero)."""
-    half = max(K_SE * se * abs(scale), 1e-4)
-    return band(name, group, est * scale, target, half, source, detail, se=se * abs(scale), level="fidelity")
-
-
-def _skip(name: str, group: str, expected_z: float, detail: str = "") -> Check:
-    return underpowered(name, group, expected_z, MIN_POWER_Z, detail)
-
-
-class Ctx:
-    """Everything the checks share, loaded once."""
-
-    G = "mechanisms"
-
-    def __init__(self, world):
-        self.w = world
-        self.truth = world.truth
-        self.hid = world.hidden
-        self.roles = world.hidden["roles"]
-        self.hp = bundle.read_sealed(world.sealed, bundle.HIDDEN_PARTICIPANTS)
-        self.lat = world.latent
-        self.L = self.lat["latent"].to_numpy()
-        self.Ll = self.lat["latent_late"].to_numpy()
-        self.cov = world.covariates
-        self.n = len(self.cov)
-        self.hard = bool(self.truth["hard"])
-        self.biases = set(self.truth["biases"])
-        self.sd_raw = float(self.hid["latent_raw_sd"])
-        self.sd_late = float(self.hid["latent_late_raw_sd"])
-        self.smoking = self.cov["p20116_i0"].to_numpy(float).clip(0, 1)
-        self.sex = self.cov["p31_i0"].to_numpy(float)
-        self.imaged = self.cov["imaged"].to_numpy(bool)
-        r = self.roles
-        self.role_ids = set(r["drivers"]) | set(r["decoys"].values()) | {
-            p for p in (r.get("t4_partner"), r.get("a9_partner"), r.get("surrogate")) if p}
-
-    def true(self, protein):
-        return self.hp[f"true_{protein}"].to_numpy()
-
-    def gcis(self, protein):
-        return self.hp[f"gcis_{protein}"].to_numpy()
-
-    def systematic(self, protein):
-        """A bias equation's ordinary part other than its residual (sealed)."""
-        return self.hp[f"systematic_{protein}"].to_numpy()
-
-    def f(self, p):
-        if self.hard:
-            s = HardParams().saturation
-            return s * np.tanh(p / s)
-        return p
-
-    def latent_design(self, extra=(), extra_names=()):
-        """Regressors of L's structural equation (drivers and covariate terms)."""
-        X, names = [], []
-        for prot in self.roles["drivers"]:
-            X.append(self.f(self.true(prot)))
-            names.append(prot)
-        hid_inter = self.hid.get("interaction")
-        if hid_inter:
-            X.append(self.true(hid_inter["a"]) * self.true(hid_inter["b"]))
-            names.append("interaction")
-        X += [self.hp["z_bmi"].to_numpy(), self.smoking, self.hp["g_direct"].to_numpy(), self.hp["z_age"].to_numpy()]
-        names += ["z_bmi", "smoking", "g_direct", "z_age"]
-        if self.hard:
-            X.append(standardise(self.hp["g_poly"].to_numpy()))
-            names.append("g_poly")
-        if "T7" in self.roles["decoys"]:
-            X.append(self.gcis(self.roles["decoys"]["T7"]))
-            names.append("g_T7")
-        X += list(extra)
-        names += list(extra_names)
-        return X, names
-
-
-# ------------------------------------------------------------------------- analyst phenotype
-
-
-def analyst_phenotype(world) -> np.ndarray:
-    """A disease phenotype an analyst can build from the release for everyone:
-    out-of-fold ridge predictions of ever-recorded cardiomyopathy / heart-failure
-    diagnoses from ECG and coronary CT features (no omics, no outcomes that the
-    harmful surrogate touches)."""
-    ecg = world.table("ecg_features")
-    ct = world.table("coronary_ct")
-    dx = world.table("ehr_diagnoses")
-    cov = world.covariates
-    codes = dx["icd10"].astype(str)
-    hf = dx.loc[codes.str.startswith(("I42", "I50", "I25.5")), "subject_id"].unique()
-    label = cov.index.isin(hf).astype(float)
-    feats = pd.concat([ecg, ct], axis=1).reindex(cov.index)
-    X = feats.to_numpy(float)
-    X = np.where(np.isfinite(X), X, np.nan)
-    for j in range(X.shape[1]):  # robust to implausible values in messy worlds
-        lo, hi = np.nanpercentile(X[:, j], [0.5, 99.5])
-        X[:, j] = np.clip(X[:, j], lo, hi)
-        X[np.isnan(X[:, j]), j] = np.nanmedian(X[:, j])
-    X = np.column_stack([X, np.log1p(np.clip(ct["cac_agatston"].reindex(cov.index).to_numpy(float), 0, None))])
-    folds = np.arange(len(label)) % 5
-    return ridge_cv(X, label, folds, alpha=10.0)
-
+from ..ld import expected_haplotype_r
+from .analyst import analyst
+from .context import K_SE, Z_NULL, Ctx, _fid, _skip
+from .core import Check, at_least, band
+from .stats import corr_z, ols, poisson
+from .targets import V
 
 # ------------------------------------------------------------------------- fidelity
 
@@ -149,7 +36,7 @@ def fidelity(c: Ctx) -> list:
     # drivers: each coefficient on the standardised L scale times SD(L_raw) is the driver's
     # weight; ordinary drivers' weights lie in the supplement's U(0.30, 0.45) magnitude range
     # with the truth's sign (a world whose drivers do nothing fails here).
-    lo, hi = (float(v) for v in c.w.config["world"].get("driver_weight_spec", (0.30, 0.45)))
+    lo, hi = (float(v) for v in V.driver_weight)
     for prot, w in zip(r["drivers"], r["weights"]):
         b, se = fit[prot]
         if prot == r.get("a9_causal"):
@@ -161,10 +48,11 @@ def fidelity(c: Ctx) -> list:
                          lo - K_SE * se * sd, hi + K_SE * se * sd,
                          bool(lo - K_SE * se * sd <= signed <= hi + K_SE * se * sd), "S1.2 + SPEC: |w| ~ U(0.30, 0.45)",
                          f"world weight {w:+.3f}", se=se * sd, level="fidelity"))
-    for nm, target in (("z_bmi", L_BMI), ("smoking", L_SMOKING), ("g_direct", L_DIRECT), ("z_age", L_AGE)):
+    for nm, target in (("z_bmi", V.latent_bmi), ("smoking", V.latent_smoking), ("g_direct", V.latent_direct),
+                       ("z_age", V.latent_age)):
         b, se = fit[nm]
         out.append(_fid(f"L covariate term {nm}", G, b, se, target, sd, "S1.2: 0.15 z(BMI) + 0.10 smoking + 0.12 G_direct + 0.08 z(age)"))
-    target_resid = HardParams().residual if c.hard else 0.55
+    target_resid = V.hard_residual if c.hard else V.latent_residual
     se = target_resid / np.sqrt(2 * c.n)
     out.append(band("L residual SD", G, resid_sd * sd, target_resid, K_SE * se * sd / sd * 1.0 + 0.02 * target_resid,
                     "S1.2: residual SD 0.55 (0.70 hard)", se=se, level="fidelity"))
@@ -174,7 +62,7 @@ def fidelity(c: Ctx) -> list:
             tgt = c.hid["interaction"]["coef"]
             out.append(_fid("hard: driver interaction 1/2 min(|w1|,|w2|) P1 P2", G, b, se, tgt, sd, "S1.2 hard worlds"))
         b, se = fit["g_poly"]
-        out.append(_fid("hard: polygenic background SD", G, b, se, HardParams().polygenic_sd, sd, "S1.2 hard worlds"))
+        out.append(_fid("hard: polygenic background SD", G, b, se, V.hard_polygenic_sd, sd, "S1.2 hard worlds"))
         # saturation: f(P) explains L better than P (relative RSS gain times n, a
         # likelihood-ratio-like statistic), tested when its expected size is large
         strongest = int(np.argmax(np.abs(r["weights"])))
@@ -199,7 +87,7 @@ def fidelity(c: Ctx) -> list:
         f1, _, _ = ols(y, [c.hp["z_bmi"].to_numpy(), c.systematic(p)], ["z_bmi", "ordinary"])
         sdp = c.hid["special_raw_sd"][p]
         b, se = f1["z_bmi"]
-        out.append(_fid("T1: decoy loading on z(BMI)", G, b, se, T1Params().bmi_loading, sdp,
+        out.append(_fid("T1: decoy loading on z(BMI)", G, b, se, V.t1_bmi_loading, sdp,
                         "S1.4 T1 + SPEC: z[ordinary protein + 0.55 z(BMI)] (regressed on the ordinary part)"))
         Xp, nm = c.latent_design([y], ["T1"])
         b, se = ols(L, Xp, nm)[0]["T1"]
@@ -209,7 +97,7 @@ def fidelity(c: Ctx) -> list:
         y = c.true(p)
         f2, _, _ = ols(y, [L, c.systematic(p)], ["L", "ordinary"])
         b, se = f2["L"]
-        out.append(_fid("T2: decoy loading on L", G, b, se, T2Params().latent_loading, c.hid["special_raw_sd"][p],
+        out.append(_fid("T2: decoy loading on L", G, b, se, V.t2_latent_loading, c.hid["special_raw_sd"][p],
                         "S1.4 T2 + SPEC: z[ordinary protein + 0.50 L] (regressed on the ordinary part)"))
         rz, z, n = corr_z(c.gcis(p), L)
         out.append(band("T2: decoy's instrument unrelated to L", G, rz, 0.0, Z_NULL / np.sqrt(n), "S1.4 T2: L -> P, not P -> L",
@@ -228,7 +116,7 @@ def fidelity(c: Ctx) -> list:
         out.append(_t4_exchangeable(c))
     if "T6" in c.biases:
         tr = _trait_fits(c)
-        for k, target in (("edv", T6Params().edv), ("esv", T6Params().esv)):
+        for k, target in (("edv", V.t6_edv), ("esv", V.t6_esv)):
             b, se = tr[k]["z_exercise"]
             out.append(_fid(f"T6: exercise loading on z({k.upper()})", G, b, se, target, 1.0, "S1.4 T6: z(EDV) += 0.22 z(E), z(ESV) -= 0.12 z(E)"))
         Xe, nme = c.latent_design([c.hp["z_exercise"].to_numpy()], ["z_exercise"])
@@ -236,7 +124,7 @@ def fidelity(c: Ctx) -> list:
         out.append(_fid("T6: exercise has no effect on L given BMI", G, b, se, 0.0, sd, "S1.4 T6: E -/-> L"))
     if "T7" in r["decoys"]:
         b, se = fit["g_T7"]
-        out.append(_fid("T7: decoy's instrument has a direct path to L", G, b, se, T7Params().direct, sd, "S1.4 T7: G_cis -> L (0.14)"))
+        out.append(_fid("T7: decoy's instrument has a direct path to L", G, b, se, V.t7_direct, sd, "S1.4 T7: G_cis -> L (0.14)"))
         Xp, nm = c.latent_design([c.true(r["decoys"]["T7"])], ["P_T7"])
         b, se = ols(L, Xp, nm)[0]["P_T7"]
         out.append(_fid("T7: the decoy protein itself has no effect on L", G, b, se, 0.0, sd, "S1.4 T7"))
@@ -275,7 +163,7 @@ def _unplanned_instruments(c: Ctx) -> Check:
     effect per SD of genotype: drivers' cis and trans variants, the T7 variant, G_direct,
     the polygenic background); z = beta |r| sqrt(n) with r the model's haplotype r.  A
     world built before the movers were recorded is judged by the old rule (shared or
-    linked with r2 > LINK_R2)."""
+    linked with r2 > the table's ``link_r2``)."""
     r = c.roles
     var = c.w.variants
     index = {v: i for i, v in enumerate(var["id"])}
@@ -315,7 +203,7 @@ def _unplanned_instruments(c: Ctx) -> Check:
                 if int(inst[j]) in own.get(pids[j], set()):
                     continue
                 if m["beta_l"] is None:
-                    if label == "cis" and rr[j] ** 2 > LINK_R2:
+                    if label == "cis" and rr[j] ** 2 > V.link_r2:
                         found.append(f"{pids[j]} ({'on' if inst[j] == mv else f'r2 {rr[j] ** 2:.2f} with'} {m['kind']})")
                     continue
                 z = max(m["beta_l"], m["beta_late"]) * rr[j] * np.sqrt(n)
@@ -331,7 +219,7 @@ def _unplanned_instruments(c: Ctx) -> Check:
 
 
 def _trait_fits(c: Ctx) -> dict:
-    cols = [c.L, c.hp["z_bmi"].to_numpy(), (c.sex - 0.4804) / 0.4996, c.hp["z_age"].to_numpy(), c.hp["z_exercise"].to_numpy()]
+    cols = [c.L, c.hp["z_bmi"].to_numpy(), (c.sex - V.male_fraction) / V.sex_sd, c.hp["z_age"].to_numpy(), c.hp["z_exercise"].to_numpy()]
     names = ["L", "z_bmi", "sex", "z_age", "z_exercise"]
     if c.roles.get("surrogate"):
         cols.append(c.true(c.roles["surrogate"]))
@@ -339,25 +227,23 @@ def _trait_fits(c: Ctx) -> dict:
     return {k: ols(c.hp[f"trait_{k}"].to_numpy(), cols, names)[0] for k in CHANNELS if f"trait_{k}" in c.hp}
 
 
-CHANNELS = list(TRAITS) + ["t1_het", "motion_het"]
+CHANNELS = list(V.traits) + ["t1_het", "motion_het"]
 
 
 def disease_direction(archetype: str) -> dict:
     """alpha_a,k: each imaging channel's loading on L in the archetype."""
-    return dict(zip(TRAITS, ARCHETYPE_LOADINGS[archetype]), **TEXTURE_LOADINGS[archetype])
+    return dict(zip(V.traits, V.archetype_loadings[archetype]), **V.texture_loadings[archetype])
 
 
 def _t3_fidelity(c: Ctx) -> list:
     G = "mechanisms"
     out = []
     p = c.roles["decoys"]["T3"]
-    t3 = T3Params()
-    centre_idx = pd.Series(range(len(CENTRE_CODES)), index=CENTRE_CODES)[c.cov["p54_i0"].to_numpy()].to_numpy()
-    anc = c.cov["p21000_i0"].to_numpy().clip(1, 6) - 1
-    offset = np.asarray(c.hid["centre_selection"])[centre_idx] + np.asarray(c.hid["ancestry_selection"])[anc]
+    offset = c.selection_offset()
     s = c.hp["selection_score"].to_numpy() - offset
     fit, resid, _ = ols(s, [c.hp["z_age"].to_numpy(), c.hp["z_bmi"].to_numpy(), c.L, c.true(p)], ["z_age", "z_bmi", "L", "P_sel"])
-    for nm, target in (("L", t3.latent * t3.eta), ("P_sel", t3.protein * t3.eta), ("z_age", t3.age), ("z_bmi", t3.bmi)):
+    for nm, target in (("L", V.t3_latent * V.t3_eta), ("P_sel", V.t3_protein * V.t3_eta), ("z_age", V.t3_age),
+                       ("z_bmi", V.t3_bmi)):
         b, se = fit[nm]
         out.append(_fid(f"T3: selection-score coefficient on {nm}", G, b, se, target, 1.0,
                         "S1.4 T3: -0.24 z(A) - 0.52 z(BMI) + r + s + 0.55 eta L + 0.55 eta P_sel + 1.35 eps"))
@@ -384,9 +270,8 @@ def collider_prediction(c: Ctx, P, offset, selected: bool = True) -> float:
     """Pearson-Lawley prediction of corr(L, P) among the imaged (``selected``) or
     among the rest, selection being on the supplement's normal score truncated at
     the imaged fraction."""
-    t3 = T3Params()
-    score = (t3.age * c.hp["z_age"].to_numpy() + t3.bmi * c.hp["z_bmi"].to_numpy() + offset
-             + t3.latent * t3.eta * c.L + t3.protein * t3.eta * P)
+    score = (V.t3_age * c.hp["z_age"].to_numpy() + V.t3_bmi * c.hp["z_bmi"].to_numpy() + offset
+             + V.t3_latent * V.t3_eta * c.L + V.t3_protein * V.t3_eta * P)
     frac = c.imaged.mean()
     zc = sps.norm.ppf(1 - frac)
     if selected:  # S > c
@@ -395,12 +280,12 @@ def collider_prediction(c: Ctx, P, offset, selected: bool = True) -> float:
     else:  # S < c
         lam = -sps.norm.pdf(zc) / (1 - frac)
         shrink = 1 + zc * lam - lam ** 2
-    V = np.cov(np.vstack([c.L, P, score]))
-    V[2, 2] += t3.noise ** 2
-    k = (1 - shrink) / V[2, 2]
-    cov_sel = V[0, 1] - V[0, 2] * V[1, 2] * k
-    var_l = V[0, 0] - V[0, 2] ** 2 * k
-    var_p = V[1, 1] - V[1, 2] ** 2 * k
+    S = np.cov(np.vstack([c.L, P, score]))
+    S[2, 2] += V.t3_noise ** 2
+    k = (1 - shrink) / S[2, 2]
+    cov_sel = S[0, 1] - S[0, 2] * S[1, 2] * k
+    var_l = S[0, 0] - S[0, 2] ** 2 * k
+    var_p = S[1, 1] - S[1, 2] ** 2 * k
     return float(cov_sel / np.sqrt(var_l * var_p))
 
 
@@ -411,7 +296,6 @@ def _t8_fidelity(c: Ctx) -> list:
     direction must be noise (chi-square)."""
     G = "mechanisms"
     out = []
-    t8 = T8Params()
     arch = c.truth["archetype"]
     alpha = disease_direction(arch)
     tr = _trait_fits(c)
@@ -423,14 +307,14 @@ def _t8_fidelity(c: Ctx) -> list:
     c_hat = -np.sum(a * b / se ** 2) / info
     se_c = 1.0 / np.sqrt(info)
     out.append(_fid(f"T8: surrogate's imaging effect against disease ({arch}: delta = -c alpha, c)", G, c_hat, se_c,
-                    T8_IMAGING_C[arch] * t8.imaging, 1.0, "SPEC T8 row: improves imaging in the world's own archetype",
+                    V.t8_imaging_c[arch], 1.0, "SPEC T8 row: improves imaging in the world's own archetype",
                     "per channel: " + ", ".join(f"{k} {v:+.3f}" for k, v in zip(ks, b))))
     chi2 = float(np.sum(((b + c_hat * a) / se) ** 2))
     limit = float(sps.chi2.ppf(1 - 1e-4, len(ks) - 1))
     out.append(Check("T8: surrogate's imaging effect off the disease direction (chi-square of the remainder)", G, chi2, float(len(ks) - 1),
                      None, limit, bool(chi2 <= limit), "SPEC T8 row", f"{len(ks)} channels; limit at p = 1e-4", level="fidelity"))
     fit = _hazard_fit(c)
-    for nm, target in (("P_T8", t8.hazard), ("L(t)", CARDIAC_L)):
+    for nm, target in (("P_T8", V.t8_hazard), ("L(t)", V.cardiac_latent)):
         b, se = fit[nm]
         out.append(_fid(f"T8: cardiac log-hazard coefficient on {nm}", G, b, se, target, 1.0,
                         "S1.4 T8: 0.006 exp(0.70 L + 0.45 z(A) + 0.35 smoking + 0.15 z(BMI) + 0.40 P_T8)"))
@@ -473,21 +357,20 @@ def _t9_fidelity(c: Ctx) -> list:
     released = c.w.proteomics[p].to_numpy(float)
     true = c.true(p)
     site = c.hid["t9_centre_index"]
-    at = (c.cov["p54_i0"].to_numpy() == CENTRE_CODES[site])
+    at = (c.cov["p54_i0"].to_numpy() == c.w.centre_codes[site])
     ok = np.isfinite(released)
     out = []
     # The column is re-standardised over the cohort after the unit mix, so the site's
     # map is read relative to the other sites' map: slope ratio 2.2, offset 1.1 in
     # the other sites' units.
-    t9 = T9Params()
     f_site, _, _ = ols(released[at & ok], [true[at & ok]], ["P"])
     f_other, _, _ = ols(released[~at & ok], [true[~at & ok]], ["P"])
     slope = f_site["P"][0] / f_other["P"][0]
     offset = (f_site["intercept"][0] - f_other["intercept"][0]) / f_other["P"][0]
     tol = 1e-3  # float32 storage
-    out.append(band("T9: scale of the decoy at the unit-mixing site (relative to other sites)", G, slope, t9.scale, tol,
+    out.append(band("T9: scale of the decoy at the unit-mixing site (relative to other sites)", G, slope, V.t9_scale, tol,
                     "S1.4 T9: 2.2 P + 1.1", level="fidelity"))
-    out.append(band("T9: offset of the decoy at the unit-mixing site (other sites' units)", G, offset, t9.offset, tol,
+    out.append(band("T9: offset of the decoy at the unit-mixing site (other sites' units)", G, offset, V.t9_offset, tol,
                     "S1.4 T9: 2.2 P + 1.1", level="fidelity"))
     col = released[ok]
     out.append(band("T9: released column standardised over the cohort (SD)", G, float(col.std()), 1.0, 4 / np.sqrt(2 * ok.sum()),
@@ -499,17 +382,17 @@ def _a9_fidelity(c: Ctx) -> list:
     G = "mechanisms"
     out = []
     r = c.roles
-    a9 = A9Params()
+    late_ratio, base_fraction = V.a9_late_ratio, V.a9_base_fraction
     k = r["drivers"].index(r["a9_causal"])
     w_late = np.asarray(r["weights_late"])
     w_base = np.asarray(r["weights"])
     others = np.abs(np.delete(w_late, k))
     ratio = abs(w_late[k]) / others.max() if others.size and others.max() > 0 else float("nan")
-    out.append(Check("A9: |w_late| / max other |w|", G, float(ratio), None, a9.late_ratio[0], a9.late_ratio[1],
-                     bool(a9.late_ratio[0] <= ratio <= a9.late_ratio[1]), "S1.5: 1.15-1.45 x the largest other driver", level="fidelity"))
+    out.append(Check("A9: |w_late| / max other |w|", G, float(ratio), None, late_ratio[0], late_ratio[1],
+                     bool(late_ratio[0] <= ratio <= late_ratio[1]), "S1.5: 1.15-1.45 x the largest other driver", level="fidelity"))
     frac = abs(w_base[k]) / max(abs(w_late[k]), 1e-12)
-    out.append(Check("A9: |w_base| / |w_late|", G, float(frac), None, a9.base_fraction[0], a9.base_fraction[1],
-                     bool(a9.base_fraction[0] <= frac <= a9.base_fraction[1]), "S1.3/S1.5: baseline 4-10 % of the late weight", level="fidelity"))
+    out.append(Check("A9: |w_base| / |w_late|", G, float(frac), None, base_fraction[0], base_fraction[1],
+                     bool(base_fraction[0] <= frac <= base_fraction[1]), "S1.3/S1.5: baseline 4-10 % of the late weight", level="fidelity"))
     # L_late = z[0.75 L + 0.35 sum w_late f(P)]
     X = [c.L] + [c.f(c.true(p)) for p in r["drivers"]]
     names = ["L"] + list(r["drivers"])
@@ -519,13 +402,13 @@ def _a9_fidelity(c: Ctx) -> list:
         names.append("interaction")
     fit, _, _ = ols(c.Ll, X, names)
     b, se = fit["L"]
-    out.append(_fid("A9: L_late carries 0.75 L", G, b, se, LATE_CARRY, c.sd_late, "S1.3: L_late = z[0.75 L + 0.35 P w_late]"))
+    out.append(_fid("A9: L_late carries 0.75 L", G, b, se, V.late_carry, c.sd_late, "S1.3: L_late = z[0.75 L + 0.35 P w_late]"))
     b, se = fit[r["a9_causal"]]
-    out.append(_fid("A9: delayed driver's late effect 0.35 w_late", G, b, se, LATE_DRIVERS * w_late[k], c.sd_late, "S1.3"))
+    out.append(_fid("A9: delayed driver's late effect 0.35 w_late", G, b, se, V.late_drivers * w_late[k], c.sd_late, "S1.3"))
     p = r["a9_partner"]
     fit, _, _ = ols(c.true(p), [c.Ll, c.systematic(p)], ["L_late", "ordinary"])
     b, se = fit["L_late"]
-    out.append(_fid("A9: partner tracks later disease (loading on L_late)", G, b, se, a9.partner_latent,
+    out.append(_fid("A9: partner tracks later disease (loading on L_late)", G, b, se, V.a9_partner_latent,
                     c.hid["special_raw_sd"][p], "SPEC: partner = z[ordinary protein + 0.50 L_late] (regressed on the ordinary part)"))
     return out
 
@@ -534,14 +417,9 @@ def _a9_fidelity(c: Ctx) -> list:
 
 
 def checks(world) -> tuple[list, dict]:
-    from .analyst import _CENTRED, analyst  # the analyst level builds on this module's context
-
     c = Ctx(world)
     out = fidelity(c)
-    try:
-        out += analyst(world, c)
-    finally:
-        _CENTRED.clear()  # the centred genotype matrix is large at paper scale
+    out += analyst(world, c)
     plots = {"mechanisms": {"draw": lambda: _plot(c)}}
     return out, plots
 

@@ -15,10 +15,11 @@ import pandas as pd
 import yaml
 
 from .. import bundle
+from ..buildrecord import world_determining
 from ..config import DECOY_MECHANISM
 from ..manifest import build_manifest
 from ..modalities.population import ANCESTRY_BMI
-from ..world import World
+from ..model.world import World
 from .parquet import table_bytes
 
 if TYPE_CHECKING:  # annotations only: no import at run time
@@ -180,6 +181,18 @@ def latent_table(world: World, cohort: Cohort) -> pd.DataFrame:
                         index=pd.Index(world.subject_ids(), name="subject_id", dtype=object))
 
 
+def world_record(resolved_plain: dict, seed: int) -> dict:
+    """sealed/world.yaml: the world-determining config only (``pipeline.buildrecord.world_determining``:
+    where it ran and where it was written change no byte of the world), with the seed and the
+    generator's version (``pipeline.config.RECORD_ONLY``)."""
+    from .. import __version__
+
+    doc = world_determining(resolved_plain)
+    doc["seed_int"] = str(seed)
+    doc["generator_version"] = __version__
+    return doc
+
+
 def write_sealed(output: Any, world: World, cohort: Cohort, resolved_plain: dict, oracle_cfg: dict, baseline: dict | None,
                  traits_z: dict | None = None, traits_clinical: dict | None = None,
                  imaging_features: pd.DataFrame | None = None) -> None:
@@ -194,14 +207,8 @@ def write_sealed(output: Any, world: World, cohort: Cohort, resolved_plain: dict
     output.write_json(posixpath.join(s, bundle.ORACLE), oracle_spec(world, oracle_cfg))
     output.write_json(posixpath.join(s, bundle.HIDDEN_MODEL), hidden_model(world, cohort))
     output.write_bytes(posixpath.join(s, bundle.HIDDEN_PARTICIPANTS), table_bytes(hidden_participants(world, cohort, traits_z, traits_clinical)))
-    # The world-determining config only: where it ran (cluster) and where it was
-    # written (out, seeds path) do not change a byte of the world.
-    resolved = {k: v for k, v in resolved_plain.items() if k not in ("cluster", "out", "seeds")}
-    resolved["seed_int"] = str(world.seed)
-    from .. import __version__
-
-    resolved["generator_version"] = __version__
-    output.write_text(posixpath.join(s, bundle.WORLD_CONFIG), yaml.safe_dump(resolved, sort_keys=True))
+    output.write_text(posixpath.join(s, bundle.WORLD_CONFIG), yaml.safe_dump(world_record(resolved_plain, world.seed),
+                                                                            sort_keys=True))
     if baseline is not None:
         output.write_json(posixpath.join(s, bundle.PHENOTYPE_BASELINE), baseline)
     if imaging_features is not None:

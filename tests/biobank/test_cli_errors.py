@@ -5,7 +5,7 @@ silently took the last, ``--cfg job`` checking nothing, and a validation report
 beside ``sealed/`` naming the drivers.
 
 Every error is one line on stderr, ``error: <field>: ...; valid: ...``, with exit
-status 2 and nothing written (tests/test_config.py's list of malformed commands
+status 2 and nothing written (tests/core/test_config.py's list of malformed commands
 runs the same cases in process).
 """
 from __future__ import annotations
@@ -85,7 +85,7 @@ def test_kernels_cached_tells_a_cold_cache_from_a_warm_one(tmp_path):
                           env={**env, "NUMBA_CACHE_DIR": str(empty)})
     assert cold.returncode == 0, cold.stderr[-2000:]
     n, *states = cold.stdout.split()
-    assert int(n) == 8 and states == ["False"] * (int(n) + 1), cold.stdout
+    assert int(n) == 9 and states == ["False"] * (int(n) + 1), cold.stdout  # 9 with the measurement kernel (kernels.measure)
     assert [p for p in empty.rglob("*") if p.is_file()] == [], "asking must not compile"
 
 
@@ -185,7 +185,7 @@ def test_malformed_source_date_epoch_is_one_line_for_both_commands(tmp_path):
 
 def test_the_build_command_imports_no_generator_before_its_checks():
     code = ("import sys\nimport pipeline.build, pipeline.panel\n"
-            "print(sorted(m for m in ('scipy', 'numba', 'pipeline.graph', 'pipeline.world') if m in sys.modules))\n")
+            "print(sorted(m for m in ('scipy', 'numba', 'pipeline.graph', 'pipeline.model.sampler', 'pipeline.model.world') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr[-2000:]
 
@@ -200,7 +200,7 @@ def test_memory_out_is_refused_on_the_command_line_only(tmp_path):
     proc = _command("pipeline.panel", ["panel.worlds=[standard-01,null-01]", "out=memory://worlds"], tmp_path)
     _one_line_error(proc, "out: 'memory://worlds' is an in-memory filesystem")
     assert os.listdir(tmp_path) == []
-    # the Python API keeps it (tests/test_panel.py builds a world there and reads it back)
+    # the Python API keeps it (tests/biobank/test_panel.py builds a world there and reads it back)
     resolved = config.load([W, "out=memory://worlds", "cluster=sync"])
     preflight.check(resolved)
     with pytest.raises(config.ConfigError, match="^out: 'memory://worlds' is an in-memory filesystem"):

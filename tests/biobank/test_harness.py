@@ -49,7 +49,7 @@ def episode(world, agent, tmp_path, name="ep", **options):
     options.setdefault("budget", 0)
     options.setdefault("timeout", 60)
     # These tests are about the turn protocol: they run isolated where bubblewrap works
-    # and fall back elsewhere (the isolation tests below and tests/test_adversarial.py
+    # and fall back elsewhere (the isolation tests below and tests/harness/test_adversarial.py
     # check isolation itself).
     options.setdefault("isolation", "auto")
     return run_episode(world, agent, out=tmp_path / name, **options)
@@ -433,7 +433,7 @@ def test_adversarial_agent_cannot_reach_the_truth_the_ledger_or_the_network(tiny
         "latent": str(world / "sealed" / "latent.parquet"),
         "ledger": str(out / "ledger.jsonl"),
         "transcript": str(out / "transcript.json"),
-        "seeds": str(REPO / "pipeline" / "conf" / "world" / "all-biases.yaml"),
+        "seeds": str(REPO / "conf" / "world" / "all-biases.yaml"),
     }
     code = f"TARGETS = {json.dumps(targets)!r}\nPORT = {port}\n" + ADVERSARY
     agent = Replies(py(code), py(SUBMIT_EMPTY))

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from worlds import build_world
-from pipeline import config, ld, world as world_mod
+from pipeline import config, ld, leak_hooks
 from pipeline.config import TEST_LEAKS
 from pipeline.modalities import phenotypes
+from pipeline.model.sampler import sample_world
 from pipeline.oracle import load_oracle, run_experiment
 from pipeline.panel import panel_worlds
 
@@ -33,7 +34,7 @@ def _sample(world: str, scale: str = "tiny", leaks: tuple = (), tmp=None):
     over = [f"world={world}", f"scale={scale}", f"world.seed={_seed(world)}"]
     if leaks:
         over.append(f"world.test_leaks=[{','.join(leaks)}]")
-    return world_mod.sample_world(config.load(over))
+    return sample_world(config.load(over))
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +124,7 @@ def test_role_proteins_may_share_as_ordinary_ones_do():
     for k in range(8):
         cfg = OmegaConf.create(OmegaConf.to_container(base))
         cfg.world.roles_salt = f"s{k}"
-        w = world_mod.sample_world(config.validate(cfg))
+        w = sample_world(config.validate(cfg))
         nb = _closed_neighbourhoods(w)
         cis = w.protein_cis
         near = np.array([np.count_nonzero(np.isin(cis, list(nb[int(v)]))) - 1 for v in cis]) > 0
@@ -163,7 +164,7 @@ def test_each_test_leak_restores_its_world_level_tell():
     assert w.protein_h2[w.roles.a9_causal] == 0.02 and np.delete(w.protein_h2, w.roles.a9_causal).min() >= 0.03
     assert not _unplanned(fixed) and _unplanned(leaky["cis_sharing"])
     assert fixed.t4_coregulated and not leaky["t4_separable"].t4_coregulated
-    assert phenotypes.t8_loadings(leaky["t8_signs"], "hcm") == phenotypes.T8_FIXED_LOADINGS
+    assert phenotypes.t8_loadings(leaky["t8_signs"], "hcm") == leak_hooks.T8_FIXED_LOADINGS
     assert fixed.leaks == frozenset() and leaky["t8_signs"].leaks == frozenset({"t8_signs"})
 
 
@@ -172,10 +173,10 @@ def _fake_cohort(archetype: str, n: int, leaks: tuple, seed: int = 5):
     from pipeline.config import BiasParams, dataclass_defaults
 
     w = types.SimpleNamespace(archetype=archetype, params={"bias_params": dataclass_defaults(BiasParams)}, seed=seed << 100 | 7,
-                              n=n, n_blocks=-(-n // 1000), roles=types.SimpleNamespace(surrogate=0))
+                              n=n, n_blocks=-(-n // 1000), roles=types.SimpleNamespace(surrogate=0),
+                              leaks=frozenset(leaks))
     w.block_range = lambda b: (b * 1000, min(n, (b + 1) * 1000))
     w.has = lambda bias: bias in ("T6", "T8")
-    w.leaky = lambda name: name in leaks
     coh = types.SimpleNamespace(latent=rng.standard_normal(n), z_age=rng.standard_normal(n), z_bmi=rng.standard_normal(n),
                                 z_exercise=rng.standard_normal(n), pop={"sex": (rng.random(n) < 0.48).astype(np.int8)},
                                 proteins={0: rng.standard_normal(n)})

@@ -591,7 +591,7 @@ def test_record_from_score_reads_score_ledger_and_transcript(tmp_path):
              {"turn": 2, "code_source": "none"},
              {"turn": 3, "code_source": "open_fence", "status": "timeout", "submission": "not acceptable JSON (x)"},
              {"turn": 4, "code_source": "fence", "status": "failed", "submission": "parsed"}]
-    (tmp_path / "transcript.json").write_text(json.dumps({"turns": turns}))
+    (tmp_path / "transcript.json").write_text(json.dumps({"format": "drugtargetworld-transcript/2", "turns": turns}))
     score = _score_json(tmp_path)
     (tmp_path / "score.json").write_text(json.dumps(score))
     record = record_from_score(tmp_path / "score.json", world="standard-01", kind="biobank", archetype="dcm",

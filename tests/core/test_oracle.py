@@ -21,8 +21,8 @@ from pipeline.oracle import Ledger, OracleError, load_oracle, read_ledger, run_e
 from pipeline.seeds import stream
 
 REPO = Path(__file__).resolve().parents[2]
-EXPERIMENT_SCHEMA = json.loads((REPO / "pipeline" / "schemas" / "experiment.schema.json").read_text())
-ORACLE_SCHEMA = json.loads((REPO / "pipeline" / "schemas" / "oracle.schema.json").read_text())
+EXPERIMENT_SCHEMA = json.loads((REPO / "schemas" / "experiment.schema.json").read_text())
+ORACLE_SCHEMA = json.loads((REPO / "schemas" / "oracle.schema.json").read_text())
 
 KEY = "0x8c1f5e0b3a7d29e4f6c1085b2d9e7a3f"
 PROTEINS = [f"PROT_{i:04d}" for i in range(300)]

@@ -19,8 +19,8 @@ from pipeline import score as scorer
 from pipeline.score import score, score_episode
 
 REPO = Path(__file__).resolve().parents[2]
-SCORE_SCHEMA = json.loads((REPO / "pipeline" / "schemas" / "score.schema.json").read_text())
-SUBMISSION_SCHEMA = json.loads((REPO / "pipeline" / "schemas" / "submission.schema.json").read_text())
+SCORE_SCHEMA = json.loads((REPO / "schemas" / "score.schema.json").read_text())
+SUBMISSION_SCHEMA = json.loads((REPO / "schemas" / "submission.schema.json").read_text())
 
 
 def _validator(schema: dict):

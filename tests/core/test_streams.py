@@ -48,18 +48,15 @@ def test_no_two_streams_can_produce_one_name(stream):
 
 
 def test_each_stream_is_used():
-    """By its constant (``streams.X``) or, in the two modules that still spell names as
-    literals, by the literal text up to its first field."""
+    """By its constant (``streams.X``; no draw spells a name as a literal:
+    tests/core/test_stream_names.py)."""
     constants = {v: k for k, v in vars(streams).items() if isinstance(v, str) and v in streams.REGISTRY}
-    attributes, literals = set(), set()
+    attributes = set()
     for tree in _sources().values():
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "streams":
                 attributes.add(node.attr)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                literals.add(node.value)
-    unused = [s.name for s in BIOBANK
-              if constants.get(s.name) not in attributes and s.literal_prefix.rstrip("/") not in literals]
+    unused = [s.name for s in BIOBANK if constants.get(s.name) not in attributes]
     assert not unused, f"registered but never drawn: {unused}"
 
 

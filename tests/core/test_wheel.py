@@ -1,6 +1,8 @@
-"""A non-editable install works: the wheel carries the configs and schemas, and
-from outside the source tree the installed package composes every world, finds
-its schemas and runs its entry points as Hydra apps.
+"""A non-editable install works: the wheel carries the configs and schemas (the
+repository's root ``conf/`` and ``schemas/``, installed as ``pipeline/conf`` and
+``pipeline/schemas``), and from outside the source tree the installed package
+composes every world, finds its schemas and runs its entry points as Hydra apps.
+An editable install (this test environment's) resolves both from the root folders.
 
 The wheel is built from a copy of the sources (an in-tree build would leave
 build/ and egg-info behind) and installed with ``--no-deps`` into a fresh venv
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "pipeline", "kernels", "drugtargetworld")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "pipeline", "kernels", "drugtargetworld", "conf", "schemas")
 
 
 def build_wheel(dest: Path) -> Path:
@@ -77,8 +79,12 @@ def _run(python: Path, args: list, cwd: Path, **kw) -> subprocess.CompletedProce
 def test_wheel_carries_configs_and_schemas(installed):
     wheel, _, _ = installed
     names = zipfile.ZipFile(wheel).namelist()
-    worlds = sorted(p.name for p in (ROOT / "pipeline" / "conf" / "world").glob("*.yaml"))
+    worlds = sorted(p.name for p in (ROOT / "conf" / "world").glob("*.yaml"))
     assert worlds and all(f"pipeline/conf/world/{w}" in names for w in worlds)
+    # every file of the root folders, inside the package
+    for folder in ("conf", "schemas"):
+        files = [p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        assert files and all(f"pipeline/{p.relative_to(ROOT).as_posix()}" in names for p in files), folder
     for needed in ("pipeline/conf/config.yaml", "pipeline/conf/panel_config.yaml", "pipeline/conf/panel/paper-v1.yaml",
                    "pipeline/conf/scale/paper.yaml", "pipeline/schemas/oracle.schema.json",
                    "pipeline/schemas/truth.schema.json", "pipeline/data/calibration_targets.yaml", "kernels/mri.py"):
@@ -116,6 +122,37 @@ print(paths.DEV_SEEDS_DIR)
     proc = _run(python, ["-c", code], elsewhere)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "site-packages/pipeline/conf/world" in proc.stdout
+
+
+def test_an_editable_install_resolves_conf_and_schemas_from_the_root_folders(tmp_path):
+    """This environment's install (``pip install -e``): run from outside the tree, the package
+    finds its configs in the repository's ``conf/`` and its schemas in ``schemas/``, through
+    the import system as through ``pipeline.paths``, and composes a world from them."""
+    code = """
+import importlib.util, json
+from pipeline import config, paths
+from pipeline.evaluate.records import SCHEMA_PATH
+spec = {n: list(importlib.util.find_spec('pipeline.' + n).submodule_search_locations) for n in ('conf', 'schemas')}
+with open('seeds.json', 'w') as fh:
+    json.dump({'standard-01': '0x' + 'ab' * 16}, fh)
+cfg = config.load(['world=standard-01', 'seeds=seeds.json']).cfg
+print(json.dumps({'conf': str(paths.CONF_DIR), 'seeds': str(paths.DEV_SEEDS_DIR), 'schemas': str(paths.SCHEMA_DIR),
+                  'record_schema': str(SCHEMA_PATH), 'spec': spec, 'world': cfg.world.id}))
+"""
+    probe = _run(Path(sys.executable), ["-c", "import pipeline; print(pipeline.__file__)"], tmp_path)
+    if probe.returncode != 0 or not Path(probe.stdout.strip()).resolve().is_relative_to(ROOT):
+        pytest.skip(f"this environment has no editable install of {ROOT} ({probe.stdout.strip() or probe.stderr[-200:]})")
+    proc = _run(Path(sys.executable), ["-c", code], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert Path(found["conf"]) == ROOT / "conf" and Path(found["seeds"]) == ROOT / "conf" / "world"
+    assert Path(found["schemas"]) == ROOT / "schemas"
+    assert Path(found["record_schema"]) == ROOT / "schemas" / "evaluation-record.schema.json"
+    # the editable install maps the packages pipeline.conf and pipeline.schemas to the root folders
+    assert [Path(p).resolve() for p in found["spec"]["conf"]] == [ROOT / "conf"]
+    assert [Path(p).resolve() for p in found["spec"]["schemas"]] == [ROOT / "schemas"]
+    assert found["world"] == "standard-01"
+    assert not (ROOT / "pipeline" / "conf").exists() and not (ROOT / "pipeline" / "schemas").exists()
 
 
 def test_installed_entry_points_are_hydra_apps(installed, tmp_path):

@@ -407,14 +407,18 @@ def test_the_probe_says_what_failed(monkeypatch):
 def test_the_sandbox_runs_this_environment_and_masks_the_project(tiny_world_noimaging, tmp_path):
     """The venv's own interpreter and packages; the project's package and config are not readable."""
     import pipeline
+    from pipeline.paths import DEV_SEEDS_DIR
 
     package = Path(pipeline.__file__).resolve().parent
+    # the seeds: the repository's conf/world/ in a checkout, pipeline/conf/world/ of a wheel
+    seeds = DEV_SEEDS_DIR / "standard-01.yaml"
+    assert seeds.is_file() and (package / "config.py").is_file()  # readable here, so the probe means something
     program = (
         "import importlib.util\n"
         "spec = importlib.util.find_spec('pipeline')\n"
         "where = list(spec.submodule_search_locations) if spec else []\n"
         "content = sorted(sum((os.listdir(w) for w in where if os.path.isdir(w)), []))\n"
-        f"probe = [{str(package / 'config.py')!r}, {str(package / 'conf' / 'world' / 'standard-01.yaml')!r}]\n"
+        f"probe = [{str(package / 'config.py')!r}, {str(seeds)!r}]\n"
         "readable = [p for p in probe if os.path.exists(p)]\n"
         "print('REPORT ' + json.dumps({'prefix': sys.prefix, 'base': sys.base_prefix, 'content': content,"
         " 'readable': readable}))\n")

@@ -332,7 +332,7 @@ def test_oracle_rules_and_ledger(world, tmp_path):
     assert result["score"] == 100.0 and result["best_submission"] == 2 and result["details"]["labels_used"] == 600
     import jsonschema
 
-    schema = json.loads((Path(__file__).resolve().parents[2] / "pipeline" / "schemas" / "screening-score.schema.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "screening-score.schema.json").read_text())
     jsonschema.validate(result, schema)
 
 
