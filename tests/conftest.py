@@ -1,34 +1,40 @@
-"""Shared fixtures: tiny worlds built once per test session (imaging included
-when the imaging stage is available), so the default run stays fast."""
+"""Shared fixtures: worlds built once per test session through one cache keyed by the
+config's digest (``worlds.WorldCache``; imaging included when the imaging stage is
+available), so the default run stays fast.
+
+The layout: ``tests/core`` builds no world; ``tests/biobank`` and ``tests/screening``
+hold each kind's tests; ``tests/harness`` the episode harness and the agent
+interfaces, played on worlds of both kinds; ``tests/conformance`` the contract every
+registered kind (and the toy kind) is held to.  Helper modules (``worlds``,
+``toy_kind``, ``stub_openai``) sit here and import as top-level modules from any
+directory (pyproject: ``pythonpath = ["tests"]``)."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
 from pipeline import config
-from pipeline.build import build
+from worlds import WorldCache, build_world, build_worlds, cache_root, digest_tree, have
+
+#: Helpers once defined here (``from conftest import build_world`` still works; new code imports ``worlds``).
+__all__ = ["build_world", "build_worlds", "digest_tree", "have"]
+
+#: The fixtures that build (or read) a world: a test under tests/core may use none of them.
+WORLD_FIXTURES = frozenset({"world_cache", "tiny_world", "tiny_built", "tiny_world_noimaging", "tiny_screening",
+                            "kind_world"})
+CORE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "core") + os.sep
 
 
-def build_world(out_dir, world="all-biases", scale="tiny", extra=(), executor=None):
-    overrides = [f"world={world}", f"scale={scale}", f"out={out_dir}", "cluster=sync", "cluster.progress=false", *extra]
-    resolved = config.load(overrides)
-    build(resolved, executor=executor, progress=False)
-    return os.path.join(str(out_dir), resolved.cfg.world.id)
-
-
-def build_worlds(specs, executor, jobs: int = 4) -> list:
-    """Builds ``(out_dir, world, scale, extra)`` specs concurrently on one cluster, as a
-    panel does (``jobs`` client threads; configs composed first, in this thread);
-    returns the world folders in order."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    resolved = [config.load([f"world={world}", f"scale={scale}", f"out={out}", "cluster=local", "cluster.progress=false",
-                             *extra]) for out, world, scale, extra in specs]
-    with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(lambda r: build(r, executor=executor, progress=False, live=False), resolved))
-    return [os.path.join(str(out), r.cfg.world.id) for (out, *_), r in zip(specs, resolved)]
+def pytest_collection_modifyitems(config, items):
+    """tests/core is the part of the suite that builds no world: a test there that asks
+    for a world fixture is a collection error, not a slow surprise."""
+    wrong = [item.nodeid for item in items
+             if str(item.path).startswith(CORE) and WORLD_FIXTURES.intersection(getattr(item, "fixturenames", ()))]
+    if wrong:
+        raise pytest.UsageError("tests/core builds no world, but these tests use a world fixture "
+                                f"({', '.join(sorted(WORLD_FIXTURES))}): {', '.join(wrong)}; move them to "
+                                "tests/biobank, tests/screening, tests/harness or tests/conformance")
 
 
 @pytest.fixture(scope="session")
@@ -48,25 +54,32 @@ def local_cluster():
 
 
 @pytest.fixture(scope="session")
-def tiny_world(tmp_path_factory):
-    """all-biases at tiny scale (every bias, four drivers, two ambiguous pairs)."""
-    out = tmp_path_factory.mktemp("tiny")
-    return build_world(out)
+def world_cache(tmp_path_factory):
+    """The session's ``WorldCache``: ``world_cache.get(world, scale, extra)`` (or
+    ``world_cache.build(overrides)`` for any kind) is the folder of that world, built
+    once per session however many tests and xdist workers ask.  Read-only: a test that
+    changes files works on ``world_cache.copy(folder, tmp_path)``; the session fails at
+    its end if a cached world was changed."""
+    cache = WorldCache(cache_root(tmp_path_factory))
+    yield cache
+    changed = cache.changed()
+    assert not changed, f"tests changed these cached worlds instead of a copy (WorldCache.copy): {changed}"
 
 
 @pytest.fixture(scope="session")
-def tiny_built(tmp_path_factory):
+def tiny_world(world_cache):
+    """all-biases at tiny scale (every bias, four drivers, two ambiguous pairs)."""
+    return world_cache.get("all-biases")
+
+
+@pytest.fixture(scope="session")
+def tiny_built(world_cache):
     """``tiny_built(world, *overrides)``: that tiny world without pixels, built once per
     session however many modules read it.  Read-only: a test that changes files copies
     the world first."""
-    built: dict = {}
 
     def get(world: str = "all-biases", *extra: str) -> str:
-        key = (world, *extra)
-        if key not in built:
-            built[key] = build_world(tmp_path_factory.mktemp(f"tiny_noimg_{world}"), world=world,
-                                     extra=("release=noimaging", *extra))
-        return built[key]
+        return world_cache.get(world, extra=("release=noimaging", *extra))
 
     return get
 
@@ -76,22 +89,23 @@ def tiny_world_noimaging(tiny_built):
     return tiny_built("all-biases")
 
 
-def have(tool: str) -> bool:
-    return shutil.which(tool) is not None
+#: The episode tests' screening world: screening-01 at tiny scale with the smallest library.
+TINY_SCREENING = ("world.conformations=1000",)
 
 
-def digest_tree(world_dir) -> dict:
-    """SHA-256 of every release and sealed file, manifests included."""
-    import hashlib
+@pytest.fixture(scope="session")
+def tiny_screening(world_cache):
+    """screening-01 at tiny scale with the smallest library (1,000 conformations): the episode
+    tests' screening world, built once per session."""
+    return world_cache.get("screening-01", extra=TINY_SCREENING)
 
-    out = {}
-    for bundle in ("release", "sealed"):
-        for root, _, files in os.walk(os.path.join(str(world_dir), bundle)):
-            for f in files:
-                path = os.path.join(root, f)
-                with open(path, "rb") as fh:
-                    out[os.path.relpath(path, str(world_dir))] = hashlib.sha256(fh.read()).hexdigest()
-    return out
+
+@pytest.fixture(params=["biobank", "screening"])
+def kind_world(request):
+    """(kind, world folder) for every world kind the episode harness serves."""
+    if request.param == "biobank":
+        return "biobank", request.getfixturevalue("tiny_world_noimaging")
+    return "screening", request.getfixturevalue("tiny_screening")
 
 
 def pytest_sessionstart(session):
@@ -103,22 +117,3 @@ def pytest_sessionstart(session):
         ok, reason = isolation_status()
         if not ok:
             pytest.exit(f"DTW_REQUIRE_ISOLATION=1 but the agent sandbox cannot isolate here: {reason}", returncode=3)
-
-
-@pytest.fixture(scope="session")
-def tiny_screening(tmp_path_factory):
-    """screening-01 at tiny scale with the smallest library (1,000 conformations): the episode
-    tests' screening world, built once per session."""
-    out = tmp_path_factory.mktemp("screening_tiny")
-    resolved = config.load(["world=screening-01", "scale=tiny", "cluster=sync", "world.conformations=1000",
-                            f"out={out}"])
-    build(resolved, progress=False)
-    return os.path.join(str(out), "screening-01")
-
-
-@pytest.fixture(params=["biobank", "screening"])
-def kind_world(request):
-    """(kind, world folder) for every world kind the episode harness serves."""
-    if request.param == "biobank":
-        return "biobank", request.getfixturevalue("tiny_world_noimaging")
-    return "screening", request.getfixturevalue("tiny_screening")

@@ -157,8 +157,11 @@ def test_the_config_reference_has_one_row_per_field_rule():
 def test_the_streams_reference_lists_every_registered_stream():
     from pipeline import streams
 
-    text = gen_reference.section_streams("biobank") + gen_reference.section_streams("screening")
-    for name in streams.REGISTRY:
+    kinds = ("biobank", "screening")
+    text = "".join(gen_reference.section_streams(kind) for kind in kinds)
+    # the project's kinds' streams: a full run also imports the tests' toy kind (tests/toy_kind.py),
+    # whose streams register too and are no part of the reference
+    for name in [name for name, stream in streams.REGISTRY.items() if stream.world_kind in kinds]:
         assert f"| `{name}` |" in text
 
 

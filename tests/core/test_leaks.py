@@ -1,7 +1,7 @@
 """The test-only leaks behind one seam (``pipeline.leaks``): the generator calls named hook
 points, a no-op unless a world's config names a leak, and has no branch of its own on them;
 each leak's implementations (``pipeline.leak_hooks``) sit at points the generator calls.
-That each leak is still caught is the leak tests' (tests/test_tells.py, test_validity.py,
+That each leak is still caught is the leak tests' (tests/biobank/test_tells.py, test_validity.py,
 test_instruments.py)."""
 from __future__ import annotations
 

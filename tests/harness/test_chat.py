@@ -24,7 +24,7 @@ from pipeline.oracle import load_oracle
 from pipeline.score import score_episode
 from pipeline.screening.score import score_episode as score_screening
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ISOLATED, ISOLATION_REASON = isolation_status()
 
 PHENOTYPE = ("cov = pd.read_parquet(os.path.join(RELEASE, 'ecg_features.parquet'))\n"

@@ -7,14 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from pipeline.harness import isolation_status
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "dtw-example-agent"
 ISOLATED, REASON = isolation_status()
 pytestmark = pytest.mark.skipif(not ISOLATED, reason=f"external agents always run isolated; here: {REASON}")

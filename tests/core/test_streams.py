@@ -12,7 +12,7 @@ import pytest
 
 from pipeline import seeds, streams
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SEED = int("0x" + "ab" * 16, 16)
 #: The calls that take a stream name: (function, index of the name argument).
 #: The biobank kind's streams (another kind, such as the tests' toy kind, registers its own).

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import build_world, digest_tree, have
+from worlds import build_world, digest_tree, have
 
 RELEASE_FILES = [
     "covariates.parquet", "data_dictionary.tsv", "data_dictionary.md", "proteomics.parquet",
@@ -81,7 +81,7 @@ def test_sealed_truth_schema_and_mask(tiny_world_noimaging):
 
     sealed = os.path.join(tiny_world_noimaging, "sealed")
     truth = json.load(open(os.path.join(sealed, "truth.json")))
-    schema = json.load(open(os.path.join(os.path.dirname(__file__), "..", "schemas", "truth.schema.json")))
+    schema = json.load(open(os.path.join(os.path.dirname(__file__), "..", "..", "schemas", "truth.schema.json")))
     jsonschema.validate(truth, schema)
     assert set(truth) == {"world_id", "archetype", "hard", "biases", "drivers", "surrogate", "decoys", "pairs"}
     assert len(truth["drivers"]) == 4 and {p["kind"] for p in truth["pairs"]} == {"T4", "A9"}
@@ -155,7 +155,7 @@ def test_vcf_valid_for_bcftools_and_scikit_allel(tiny_world_noimaging):
 
 def test_determinism_across_chunking(tmp_path, tiny_world_noimaging):
     """The session's sync build against one in single-block tasks (the same bytes on a
-    LocalCluster of worker processes is tests/test_conformance.py's, for every kind)."""
+    LocalCluster of worker processes is tests/conformance/test_conformance.py's, for every kind)."""
     reference = digest_tree(tiny_world_noimaging)
     rechunked = build_world(tmp_path / "chunk1", extra=("release=noimaging", "cluster.chunk_blocks=1"))
     assert digest_tree(rechunked) == reference
@@ -331,7 +331,8 @@ def test_dashboard_link_is_printed_and_serves(capsys):
     """bokeh imports with the pins, so distributed serves the dashboard."""
     import urllib.request
 
-    import bokeh  # noqa: F401
+    import bokeh
+    assert bokeh.__version__
     from omegaconf import OmegaConf
 
     from pipeline import config

@@ -10,7 +10,6 @@ calls are tool messages, never a crashed rollout; every episode runs isolated.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,7 +29,6 @@ from pipeline.rl import (ParameterError, evaluation_seeds, families, load_enviro
 from pipeline.score import score_episode  # noqa: E402
 from pipeline.screening.score import score_episode as screening_score  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stub_openai import StubChatServer  # noqa: E402
 
 ISOLATED = isolation_status()

@@ -14,7 +14,7 @@ from pipeline.agents.base import EpisodeInfo, Observation
 from pipeline.harness import BUDGETS, isolation_status, run_episode
 from pipeline.score import COMPONENT_KEYS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ISOLATED, _ = isolation_status()
 
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from conftest import build_world
+from worlds import build_world
 from pipeline import audit as A
 from pipeline.writers.parquet import table_bytes
 

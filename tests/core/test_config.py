@@ -11,7 +11,7 @@ import pytest
 
 from pipeline import config, preflight
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("world", config.group_options("world"))

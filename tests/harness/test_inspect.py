@@ -31,7 +31,6 @@ from pipeline.oracle import load_oracle  # noqa: E402
 from pipeline.score import score_episode  # noqa: E402
 from pipeline.screening.score import score_episode as screening_score  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stub_openai import StubChatServer  # noqa: E402
 
 from drugtargetworld.inspect_task import TaskParameterError, episode, inspect_parameters  # noqa: E402

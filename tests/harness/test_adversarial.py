@@ -24,7 +24,7 @@ from pipeline.harness import sandbox as sandbox_mod
 from pipeline.harness.episode import default_isolation
 from pipeline.harness.limits import MiB, Limits
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ISOLATED, ISOLATION_REASON = isolation_status()
 needs_isolation = pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot isolate here: {ISOLATION_REASON}")
 

@@ -26,7 +26,7 @@ from pipeline.build import build
 from pipeline.harness import isolation_status, run_episode
 
 import toy_kind
-from conftest import digest_tree
+from worlds import digest_tree
 
 ISOLATED, REASON = isolation_status()
 KINDS = ("biobank", "screening", "toy")

@@ -15,7 +15,7 @@ import types
 import numpy as np
 import pytest
 
-from conftest import build_world
+from worlds import build_world
 from pipeline import config, ld, leak_hooks
 from pipeline.config import TEST_LEAKS
 from pipeline.modalities import phenotypes

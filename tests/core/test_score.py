@@ -18,7 +18,7 @@ import jsonschema
 from pipeline import score as scorer
 from pipeline.score import score, score_episode
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCORE_SCHEMA = json.loads((REPO / "schemas" / "score.schema.json").read_text())
 SUBMISSION_SCHEMA = json.loads((REPO / "schemas" / "submission.schema.json").read_text())
 

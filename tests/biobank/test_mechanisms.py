@@ -3,7 +3,7 @@ control failing, and the hard, hard-messy and null worlds building and validatin
 The analyst-view checks at paper scale are in test_paper_scale.py (marked slow)."""
 import pytest
 
-from conftest import build_worlds
+from worlds import build_worlds
 from pipeline.validate import run
 
 SEEDS = ["0x9e3d1a7c55b24f0e8a61c3f7d9b20e4b", "0xc0ffee1234567890abcdef0123456789", "0x8badf00d8badf00d8badf00d8badf00d"]

@@ -18,11 +18,11 @@ from collections import Counter
 import pytest
 import yaml
 
-from conftest import digest_tree
+from worlds import digest_tree
 from pipeline import config
 from pipeline.panel import panel_worlds, run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _test_seed(world: str) -> str:

@@ -16,7 +16,7 @@ from pipeline.harness import EpisodeError, extract_code, isolation_status, run_e
 from pipeline.harness import episode as episode_mod
 from pipeline.score import COMPONENT_KEYS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ISOLATED, ISOLATION_REASON = isolation_status()
 
 
@@ -49,7 +49,7 @@ def episode(world, agent, tmp_path, name="ep", **options):
     options.setdefault("budget", 0)
     options.setdefault("timeout", 60)
     # These tests are about the turn protocol: they run isolated where bubblewrap works
-    # and fall back elsewhere (the isolation tests below and tests/test_adversarial.py
+    # and fall back elsewhere (the isolation tests below and tests/harness/test_adversarial.py
     # check isolation itself).
     options.setdefault("isolation", "auto")
     return run_episode(world, agent, out=tmp_path / name, **options)

@@ -4,8 +4,8 @@ and the ``tells`` exploit agent.
 World-building tests use the test-only switch ``world.test_leaks`` (a list of
 names from ``LEAKS``; each restores one leak the generator fixes removed).
 
-    python -m pytest tests/test_tells.py                 # default: tiny worlds, no pixels
-    python -m pytest -m slow tests/test_tells.py         # the paper-v1 panel figures (scripts/tells_panel.py)
+    python -m pytest tests/biobank/test_tells.py               # default: tiny worlds, no pixels
+    python -m pytest -m slow tests/biobank/test_tells.py       # the paper-v1 panel figures (scripts/tells_panel.py)
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import build_worlds
+from worlds import build_worlds
 from pipeline.agents import create_agent
 from pipeline.agents import tells as tells_agent
 from pipeline.harness import run_episode
@@ -29,7 +29,7 @@ from pipeline.score import score
 from pipeline.tells import scan as tells_scan
 from pipeline.tells.sealed_checks import model_r2, role_kinds
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LEAKS = ("transcripts", "communality", "weak_instrument", "cis_sharing", "t8_signs", "t4_separable")
 #: The smallest set of tiny worlds found to catch all six leaks (docs/validity.md):
 #: standard-01's roles (T1, T2, T4 pair, A9 pair, surrogate) in five archetype variants.
@@ -324,6 +324,7 @@ def test_cli_rejects_a_folder_without_worlds(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.paper  # two whole panels (tiny and small): a documented command, not in CI
 def test_paper_panel_tell_scan():
     """The full-panel figures: scripts/tells_panel.py at tiny and small scale (docs/validity.md)."""
     out = os.environ.get("DTW_TELLS_OUT", str(REPO / "worlds-tells"))

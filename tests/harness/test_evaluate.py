@@ -26,10 +26,9 @@ from pipeline.evaluate import command, report, runner, settings
 from pipeline.evaluate.records import load_records, validate_records
 from pipeline.harness import isolation_status
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stub_openai import StubChatServer  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORLDS = ("standard-01", "null-01")
 QUIET = lambda line: None  # noqa: E731
 

@@ -22,7 +22,7 @@ import zarr
 
 import pipeline
 
-from kernels import deflate, vcf_encode
+from kernels import deflate
 from kernels.reference import vcf as twin
 from kernels.vcf_encode import (allele_counts, deflate_vcf_chunk, format_and_deflate_vcf_chunk, format_vcf_records,
                                  vcf_record_ends)

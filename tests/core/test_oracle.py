@@ -20,7 +20,7 @@ from pipeline import oracle
 from pipeline.oracle import Ledger, OracleError, load_oracle, read_ledger, run_experiment
 from pipeline.seeds import stream
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT_SCHEMA = json.loads((REPO / "schemas" / "experiment.schema.json").read_text())
 ORACLE_SCHEMA = json.loads((REPO / "schemas" / "oracle.schema.json").read_text())
 

@@ -332,7 +332,7 @@ def test_oracle_rules_and_ledger(world, tmp_path):
     assert result["score"] == 100.0 and result["best_submission"] == 2 and result["details"]["labels_used"] == 600
     import jsonschema
 
-    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "screening-score.schema.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "screening-score.schema.json").read_text())
     jsonschema.validate(result, schema)
 
 
@@ -394,7 +394,7 @@ def test_assembly_keeps_synthon_geometry():
                                     {"starts": d.starts, "steps": d.steps, "spread": d.spread, "step_angle": d.step_angle,
                                      "step_shift": d.step_shift})
     for m in range(0, 300, 7):
-        lo, hi = sp.atom_offset[m], sp.atom_offset[m + 1]
+        lo = sp.atom_offset[m]
         b = sp.bonds[sp.bond_offset[m]:sp.bond_offset[m + 1]]
         lengths = np.linalg.norm(posed[lo + b[:, 0]] - posed[lo + b[:, 1]], axis=1)
         assert lengths.min() > 1.0 and lengths.max() < 1.95

@@ -5,7 +5,7 @@ silently took the last, ``--cfg job`` checking nothing, and a validation report
 beside ``sealed/`` naming the drivers.
 
 Every error is one line on stderr, ``error: <field>: ...; valid: ...``, with exit
-status 2 and nothing written (tests/test_config.py's list of malformed commands
+status 2 and nothing written (tests/core/test_config.py's list of malformed commands
 runs the same cases in process).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from pipeline import bundle, config, preflight
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 W = "world=standard-01"
 #: a world small enough to build twice in seconds (the multirun test's sizes)
 SMALL = ["scale.participants=400", "scale.imaged=80", "scale.proteins=60", "scale.variants=128", "release=noimaging"]
@@ -200,7 +200,7 @@ def test_memory_out_is_refused_on_the_command_line_only(tmp_path):
     proc = _command("pipeline.panel", ["panel.worlds=[standard-01,null-01]", "out=memory://worlds"], tmp_path)
     _one_line_error(proc, "out: 'memory://worlds' is an in-memory filesystem")
     assert os.listdir(tmp_path) == []
-    # the Python API keeps it (tests/test_panel.py builds a world there and reads it back)
+    # the Python API keeps it (tests/biobank/test_panel.py builds a world there and reads it back)
     resolved = config.load([W, "out=memory://worlds", "cluster=sync"])
     preflight.check(resolved)
     with pytest.raises(config.ConfigError, match="^out: 'memory://worlds' is an in-memory filesystem"):

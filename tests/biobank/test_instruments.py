@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import build_world
+from worlds import build_world
 from pipeline.audit import instruments
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 N = "scale.participants=30000"
 
 
