@@ -1,8 +1,8 @@
 """The test-only leaks' implementations (``pipeline.leaks``: the seam, its hook points and
 how a world's ``world.test_leaks`` selects these).  Each restores, at the hook points it
 names, one role tell or unplanned trap the generator used to have (issues 12 and 29), so
-that the tell scan (tests/test_tells.py), the validity checks (tests/test_validity.py) and
-the instrument check (tests/test_instruments.py) can be shown to catch it:
+that the tell scan (tests/biobank/test_tells.py), the validity checks (tests/biobank/test_validity.py) and
+the instrument check (tests/biobank/test_instruments.py) can be shown to catch it:
 
 - ``transcripts``: the T1 decoy's separate equation (own residual draw, shortened), which
   its transcript (the ordinary equation's) does not follow;

@@ -11,7 +11,7 @@ pipeline.audit --tells <out>`` and prints its report; the JSON goes to
 ``<out>/tells.json`` and per-world analyses are cached in ``<out>/.tells-cache``
 (reused while a world and the scan's code are unchanged).  Held-out worlds need seeds: ``--seeds`` names a sealed
 seed file; without it, fixed test seeds derived from the world id are written to
-``<out>/test-seeds.yaml`` (the same derivation as ``tests/test_panel.py``; they
+``<out>/test-seeds.yaml`` (the same derivation as ``tests/biobank/test_panel.py``; they
 are not the benchmark's sealed seeds); ``--development`` builds only the panel's
 development worlds (no held-out world, no seeds needed).  Exit status 1 when the
 scan finds a tell.

@@ -13,7 +13,7 @@ a world whose analyses are kept is not rebuilt.  At the end both reports are poo
 the panel and printed; JSON copies go to ``<out>/tells.json`` and ``<out>/instruments.json``.
 Held-out worlds need seeds: ``--seeds`` names a sealed seed file; without it fixed test
 seeds derived from the world id are written to ``<out>/test-seeds.yaml`` (those of
-``scripts/tells_panel.py`` and ``tests/test_panel.py``; not the benchmark's sealed seeds).
+``scripts/tells_panel.py`` and ``tests/biobank/test_panel.py``; not the benchmark's sealed seeds).
 An instrument finding (a lead variant over the per-world Bonferroni bar) is then
 replicated: ``--replicates`` fresh cohorts of the world's unchanged hidden model (its
 sealed/world.yaml is kept) measure the variant's z again (scripts/replicate_cohorts.py);
