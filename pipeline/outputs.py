@@ -63,27 +63,13 @@ class Output:
         return self.fs.exists(path)
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        tmp = path + ".wip"
-        if self.protocol in ("file", "local"):
-            # the local fast path: thousands of image files per build
-            try:
-                fh = open(tmp, "wb")
-            except FileNotFoundError:
-                os.makedirs(posixpath.dirname(path), exist_ok=True)
-                fh = open(tmp, "wb")
-            with fh:
-                fh.write(data)
-            os.replace(tmp, path)
-            return
-        self.makedirs(posixpath.dirname(path))
-        with self.fs.open(tmp, "wb") as fh:
-            fh.write(data)
-        self.fs.mv(tmp, path)
+        self.write_parts(path, (data,))
 
     def write_parts(self, path: str, parts: list) -> None:
         """Write the concatenation of ``parts`` (bytes-like) without joining them first."""
         tmp = path + ".wip"
         if self.protocol in ("file", "local"):
+            # the local fast path: thousands of image files per build
             try:
                 fh = open(tmp, "wb")
             except FileNotFoundError:

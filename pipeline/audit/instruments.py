@@ -40,22 +40,10 @@ import pandas as pd
 from scipy import stats as st
 
 from .. import __version__, bundle
+from ..tells.sealed_checks import role_kinds
 
 F_MIN = 10.0  #: an instrument: F = r^2 n above this
 EXEMPT_KINDS = ("driver", "a9_driver", "t4_driver", "t4_partner", "T7")  #: the instruments the truth lists
-
-
-def _role_kinds(truth: dict) -> dict:
-    kinds = {d["protein"]: "driver" for d in truth.get("drivers", [])}
-    for p in truth.get("pairs", []):
-        prefix = str(p.get("kind", "")).lower()
-        kinds[p["causal"]] = f"{prefix}_driver"
-        kinds[p["partner"]] = f"{prefix}_partner"
-    for d in truth.get("decoys", []):
-        kinds[d["protein"]] = str(d.get("bias"))
-    if truth.get("surrogate"):
-        kinds[truth["surrogate"]] = "surrogate"
-    return kinds
 
 
 def _t(r: np.ndarray, n: int) -> np.ndarray:
@@ -173,7 +161,7 @@ def analyse_world(world_dir: str, alpha: float = 0.05) -> dict:
     del gz
     z = {name: _t((g_lead * v[:, None]).sum(axis=0) / n, n) for name, v in y.items()}
     bar = float(st.norm.isf(alpha / (2 * max(m, 1))))
-    kinds = _role_kinds(truth)
+    kinds = role_kinds(truth)
     order = list((bundle.read_sealed(sealed, bundle.ORACLE) or {}).get("proteins") or proteins)
     ties = Ties(hidden, truth, order, list(variant_ids), contig, position, q, n)
     rows, ordinary = [], []
