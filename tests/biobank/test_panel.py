@@ -135,6 +135,7 @@ def test_panel_worlds_equal_standalone_builds(tiny_panel, tiny_built):
         assert digest_tree(alone) == digest_tree(os.path.join(tiny_panel[0], w)), w
 
 
+@pytest.mark.slow  # 25 s: the whole panel again through a scheduler of its own (run by .ci/run's slow run)
 def test_panel_through_an_external_scheduler_with_two_workers(tmp_path, seed_file, tiny_panel):
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=ROOT, NUMBA_NUM_THREADS="1")
@@ -260,6 +261,7 @@ def test_output_to_fsspec_urls(scheme, tmp_path, tiny_world_noimaging):
     assert not fs.exists(f"{root}/all-biases/.build")
 
 
+@pytest.mark.slow  # 39 s: the leak audit of all 20 worlds (run by .ci/run's slow run)
 def test_leak_audit_passes_on_every_panel_world(tiny_panel):
     from pipeline.audit import audit
 
