@@ -190,7 +190,10 @@ def main(argv: list | None = None) -> int:
                   f"  {c.get('detail', '') if isinstance(c.get('detail'), str) else ''}"
                   + "".join(f"\n    {p}" for p in c.get("problems") or []))
         print(f"tell scan's sealed checks: {len(failed)} failed of {len(verdicts)}")
-    per_world = [r["instruments"] for r in results]
+    per_world = []
+    for r in results:  # every over-the-bar lead judged by the current exemption rule (kept analyses too)
+        rows = inst.judge(r["instruments"]["over_bar"])
+        per_world.append(dict(r["instruments"], over_bar=rows, findings=[x for x in rows if not x["exempt"]]))
     pooled = inst.pooled(per_world, args.alpha)
     findings = [dict(f, world=r["world"]) for r in per_world for f in r["findings"]]
     ireport = {"alpha": args.alpha, "worlds": [{k: v for k, v in r.items() if k != "ordinary_z"} for r in per_world],

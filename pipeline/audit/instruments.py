@@ -9,7 +9,9 @@ scan's genotype scan finds it), kept as an instrument when F = r^2 n > 10; then,
 the sealed latent, the lead variant's reduced-form association with L and with L_late
 (t-statistics, each judged at the Bonferroni bar over the world's instrumented proteins,
 two-sided ``--alpha``).  Every protein over the bar that is not exempt (the drivers, the
-T4 partner, the T7 decoy: the instruments the truth lists) is a finding, reported with
+T4 partner, the T7 decoy: the instruments the truth lists; and a protein the model makes a
+consequence of L, the T2 decoy or the A9 partner, whose lead is a variant that moves L: its
+planted reverse path, a trap the truth lists) is a finding, reported with
 its variant and what ties that variant to L in the hidden model: the cis variant of a
 driver, a driver's trans variant (private or a hub), G_direct, the T7 variant, a
 polygenic-background variant, a master-regulator hub, LD with a variant that moves L
@@ -44,6 +46,34 @@ from ..tells.sealed_checks import role_kinds
 
 F_MIN = 10.0  #: an instrument: F = r^2 n above this
 EXEMPT_KINDS = ("driver", "a9_driver", "t4_driver", "t4_partner", "T7")  #: the instruments the truth lists
+#: Proteins the hidden model makes a consequence of L (T2: z[.. + L]; the A9 partner: z[0.50 L_late + ..]):
+#: a variant that moves L moves them through their planted reverse path, so such a lead is the
+#: trap the truth lists (T2's rejection as reverse_causation scores; the A9 partner takes the
+#: pair's swap rule), not an instrument outside the truth.
+REVERSED_KINDS = ("T2", "a9_partner")
+#: Ties (``Ties.describe``) through a variant that itself moves L or L_late.
+MOVER_TIE_PREFIXES = ("cis variant of driver", "trans variant of driver", "G_direct", "cis variant of the T7 decoy",
+                      "a polygenic-background variant")
+
+
+def exemption(kind: str, tie: str) -> str | None:
+    """Why an over-the-bar lead is exempt (None: a finding). ``kind`` is the protein's role kind,
+    ``tie`` what ties its lead variant to L (``Ties.describe``)."""
+    if kind in EXEMPT_KINDS:
+        return "an instrument the truth lists"
+    if kind in REVERSED_KINDS and str(tie).startswith(MOVER_TIE_PREFIXES):
+        return "its planted reverse path (the variant moves L, L moves the protein)"
+    return None
+
+
+def judge(rows: list) -> list:
+    """``rows`` (over-the-bar leads) with ``exempt`` and ``exempt_why`` set by ``exemption``;
+    kept analyses are judged again by the current rule."""
+    out = []
+    for r in rows:
+        why = exemption(r["kind"], r.get("tie", ""))
+        out.append(dict(r, exempt=why is not None, exempt_why=why))
+    return out
 
 
 def _t(r: np.ndarray, n: int) -> np.ndarray:
@@ -176,8 +206,8 @@ def analyse_world(world_dir: str, alpha: float = 0.05) -> dict:
             continue
         v = str(variant_ids[lead[j]])
         rows.append({"protein": p, "kind": kind, "variant": v, "F": round(float(F[j]), 1), "z_l": round(zl, 2),
-                     "z_l_late": round(zll, 2), "exempt": kind in EXEMPT_KINDS,
-                     "tie": ties.describe(v, p)})
+                     "z_l_late": round(zll, 2), "tie": ties.describe(v, p)})
+    rows = judge(rows)
     own_cis = {p: ties.cis_of.get(p) for p in proteins}
     expected = []
     for j, p in enumerate(proteins):  # the model's expected |z| through LD at each ordinary lead
@@ -231,8 +261,9 @@ def format_report(report: dict) -> str:
                      f"{w['max_expected_z_ordinary']:>9.2f} {w['lead_is_own_cis']:>7.3f}  {len(w['findings'])}")
         for r in w["over_bar"]:
             mark = "exempt " if r["exempt"] else "FINDING"
+            why = f" [exempt: {r['exempt_why']}]" if r.get("exempt_why") and r["kind"] not in EXEMPT_KINDS else ""
             lines.append(f"    {mark} {r['protein']} ({r['kind']}) lead {r['variant']} F {r['F']:.0f} z_L {r['z_l']:+.2f} "
-                         f"z_Llate {r['z_l_late']:+.2f}: {r['tie']}")
+                         f"z_Llate {r['z_l_late']:+.2f}: {r['tie']}{why}")
     p = report["pooled"]
     if p.get("k"):
         lines.append(f"pooled ordinary |z_L| over {p['k']} instruments vs |N(0,1)|: KS D {p['ks_d']:.4f} (p {p['ks_p']:.3g}); "

@@ -70,6 +70,24 @@ def test_pooled_test_catches_a_common_small_leak():
     assert not instruments.pooled(leak, 0.05)["passed"]
 
 
+def test_a_reversed_trap_is_exempt_only_through_a_variant_that_moves_l():
+    """The T2 decoy and the A9 partner are consequences of L in the hidden model, so a lead
+    that is a driver's variant reaches them through their planted reverse path (paper scale:
+    an A9 partner whose own cis instrument is weak takes the T4 driver's variant, z_L -63.7);
+    any other tie stays a finding, and an ordinary protein is never exempt by its tie."""
+    row = lambda kind, tie: {"protein": "P", "kind": kind, "variant": "rs1", "F": 50.0, "z_l": 9.0,  # noqa: E731
+                             "z_l_late": 9.0, "tie": tie}
+    judged = instruments.judge([row("a9_partner", "cis variant of driver PROT_1078"),
+                                row("T2", "trans variant of driver PROT_0002 (private)"),
+                                row("a9_partner", "none (its own cis variant; expected z 0.01)"),
+                                row("T2", "LD with driver cis PROT_0003 rs2 (model r2 0.01, 5 kb; expected z 2.0)"),
+                                row("ordinary", "cis variant of driver PROT_1078"),
+                                row("T1", "cis variant of driver PROT_1078"),
+                                row("t4_partner", "cis variant of driver PROT_1078")])
+    assert [r["exempt"] for r in judged] == [True, True, False, False, False, False, True]
+    assert "reverse path" in judged[0]["exempt_why"]
+
+
 def test_cli_exit_codes(pair):
     leaky, clean = pair
     run = lambda *a: subprocess.run([sys.executable, "-m", "pipeline.audit", "--instruments", *a],  # noqa: E731
