@@ -183,7 +183,7 @@ def main(argv: list | None = None) -> int:
         (out / "tells.json").write_text(json.dumps(tells._json_ready(report), indent=1))
         print(tells.format_report(report))
     else:  # the sealed checks alone, judged as the tell scan judges them (pooled tests included)
-        verdicts = tells.sealed_verdicts([r["sealed"] for r in results if r.get("sealed")], 0.01)
+        verdicts = tells.sealed_verdicts([r.get("sealed") or r["tells"] for r in results], 0.01)  # a whole scan holds them too
         failed = [c for c in verdicts if not c.get("passed", True)]
         report = {"passed": not failed, "sealed_checks": verdicts}
         (out / "sealed_checks.json").write_text(json.dumps(tells._json_ready(report), indent=1, default=str))
