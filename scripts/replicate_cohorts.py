@@ -15,6 +15,7 @@ apart (issue 29: "unexplained" associations).  The world's own z is printed besi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import os
 import sys
@@ -33,7 +34,7 @@ from pipeline.model.sampler import sample_world  # noqa: E402
 
 def replicate_cohort(world, seed: int, variants: list) -> tuple:
     """(standardised dosages of ``variants`` [n, k], L, L_late) of one fresh cohort of ``world``."""
-    world.seed = seed
+    world = dataclasses.replace(world, seed=seed)  # the World is frozen: a copy with the participant seed swapped
     tracked = world.tracked_proteins()
     special = np.array(sorted(world.special_proteins().values()), dtype=np.int64)
     cores, dos = [], []
