@@ -3,13 +3,15 @@ scan (``pipeline.audit --tells``, its sealed locus check included), the instrume
 (``pipeline.audit --instruments``) and their pooled reports.
 
     python scripts/validity_panel.py --scale paper [--out DIR] [--panel paper-v1] [--seeds FILE]
-        [--development] [--keep] [--only id,id]
+        [--development] [--keep] [--only id,id] [--analysis-jobs N]
 
 Builds each world without pixels (``release=noimaging``; the scans need none) into
 ``<out>/<world>``, analyses it for both scans, keeps the analyses in ``<out>/.analyses``
 and, unless ``--keep``, deletes the world before the next is built, so a paper-scale panel
 needs the disk of one world (about 1.6 GB) instead of twenty.  An interrupted run resumes:
-a world whose analyses are kept is not rebuilt.  At the end both reports are pooled over
+a world whose analyses are kept is not rebuilt.  ``--analysis-jobs N`` analyses up to N worlds
+at once in processes of their own beside the next build (same reports; each paper-scale
+analysis peaks near 15 GiB).  At the end both reports are pooled over
 the panel and printed; JSON copies go to ``<out>/tells.json`` and ``<out>/instruments.json``.
 Held-out worlds need seeds: ``--seeds`` names a sealed seed file; without it fixed test
 seeds derived from the world id are written to ``<out>/test-seeds.yaml`` (those of
@@ -129,6 +131,9 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep each built world (default: delete it once analysed)")
     ap.add_argument("--alpha", type=float, default=0.05, help="the instrument check's level per world and outcome")
     ap.add_argument("--workers", type=int, default=2, help="build workers")
+    ap.add_argument("--analysis-jobs", type=int, default=1,
+                    help="worlds analysed at once in processes of their own, beside the next build (each holds "
+                         "about 15 GiB at paper scale, 2,941 proteins x 54,000, so two need a bigger machine than 24 GiB; default 1: one after another)")
     ap.add_argument("--sealed-checks-only", action="store_true",
                     help="the instrument check and the tell scan's sealed checks (locus, surrogate, T4) without the "
                          "role-blind statistics (one genome scan per world instead of five: the paper-scale panel in "
@@ -136,6 +141,8 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--replicates", type=int, default=10,
                     help="fresh cohorts of a world's model to replicate each instrument finding in (0: none)")
     args = ap.parse_args(argv)
+    if args.analysis_jobs < 1:
+        ap.error(f"--analysis-jobs: {args.analysis_jobs}; valid: at least 1")
     out = Path(args.out or f"worlds-validity/{args.scale}").resolve()
     store = out / ".analyses"
     store.mkdir(parents=True, exist_ok=True)
@@ -150,7 +157,27 @@ def main(argv: list | None = None) -> int:
         seeds = str(out / "test-seeds.yaml")
         Path(seeds).write_text(yaml.safe_dump({w: test_seed(w) for w in panel_worlds(args.panel) if w.startswith("heldout")}))
     t_all = time.monotonic()
-    results = []
+    done_by_world, pending = {}, {}
+    pool = None
+    if args.analysis_jobs > 1:  # analyses are mostly single-threaded numpy: run them beside the next build
+        import multiprocessing
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+        pool = ProcessPoolExecutor(args.analysis_jobs, mp_context=multiprocessing.get_context("spawn"))
+
+    def finished(wid: str, res: dict) -> None:
+        wdir = out / wid
+        print(f"[{wid}] analysed in {res['seconds']:.0f} s", flush=True)
+        done_by_world[wid] = res
+        shutil.copyfile(wdir / "sealed" / "world.yaml", store / f"{wid}.world.yaml")  # the model, for replication
+        if not args.keep:
+            shutil.rmtree(wdir)
+
+    def drain(below: int) -> None:  # wait until fewer than ``below`` analyses are in flight
+        while len(pending) >= below:
+            for fut in wait(list(pending), return_when=FIRST_COMPLETED).done:
+                finished(pending.pop(fut), fut.result())
+
     for wid in worlds:
         wdir = out / wid
         kept = store / f"{wid}.pkl"
@@ -160,8 +187,10 @@ def main(argv: list | None = None) -> int:
             res = read_kept(kept)  # analysed before, world deleted since
             note = "" if res.get("code") == code_digest() else "; by an earlier version of the analysis code"
             print(f"[{wid}] analyses kept from an earlier run (manifests {res['digest']}{note})", flush=True)
-            results.append(res)
+            done_by_world[wid] = res
             continue
+        if pool is not None:
+            drain(args.analysis_jobs)
         if not (wdir / "release" / "MANIFEST.json").exists():
             t0 = time.monotonic()
             cmd = [sys.executable, "-m", "pipeline.build", f"world={wid}", f"scale={args.scale}", f"out={out}",
@@ -172,12 +201,14 @@ def main(argv: list | None = None) -> int:
                 print(f"[{wid}] build FAILED:\n{done.stdout[-2000:]}{done.stderr[-2000:]}", flush=True)
                 return 2
             print(f"[{wid}] built in {time.monotonic() - t0:.0f} s", flush=True)
-        res = analyse(wdir, store, args.alpha, args.sealed_checks_only)
-        print(f"[{wid}] analysed in {res['seconds']:.0f} s", flush=True)
-        results.append(res)
-        shutil.copyfile(wdir / "sealed" / "world.yaml", store / f"{wid}.world.yaml")  # the model, for replication
-        if not args.keep:
-            shutil.rmtree(wdir)
+        if pool is None:
+            finished(wid, analyse(wdir, store, args.alpha, args.sealed_checks_only))
+        else:
+            pending[pool.submit(analyse, wdir, store, args.alpha, args.sealed_checks_only)] = wid
+    if pool is not None:
+        drain(1)
+        pool.shutdown()
+    results = [done_by_world[w] for w in worlds]  # in panel order, however the analyses finished
     if results and all(r.get("tells") for r in results):
         report = tells.scan([r["tells"] for r in results])
         (out / "tells.json").write_text(json.dumps(tells._json_ready(report), indent=1))
