@@ -26,6 +26,7 @@ from pipeline.build import build
 from pipeline.harness import isolation_status, run_episode
 
 import toy_kind
+from faults import fail_on_call
 from worlds import digest_tree
 
 ISOLATED, REASON = isolation_status()
@@ -194,16 +195,7 @@ def test_every_exit_path_is_scored(world, tmp_path, monkeypatch, path):
              "policy_error": Script(_fence("print(1)"), fail_at=2),
              "harness_error": Script(_fence("print(1)"), _fence("print(2)"))}[path]
     if path == "harness_error":
-        real = core.work_listing
-        calls = []
-
-        def flaky(work, *args, **kwargs):
-            calls.append(1)
-            if len(calls) == 2:
-                raise RuntimeError("injected")
-            return real(work, *args, **kwargs)
-
-        monkeypatch.setattr(core, "work_listing", flaky)
+        fail_on_call(monkeypatch, core, "work_listing", 2, "injected")
     out = tmp_path / "ep"
     result = run_episode(world_dir, agent, out=out, max_turns=3, timeout=120, isolation="auto", **EXTRA[kind])
     expected = {"finished": {"submitted", "finished"}, "turn_limit": {"turn_limit"}, "policy_error": {"policy_error"},

@@ -23,6 +23,7 @@ from pipeline.harness import bwrap as bwrap_mod
 from pipeline.harness import sandbox as sandbox_mod
 from pipeline.harness.episode import default_isolation
 from pipeline.harness.limits import MiB, Limits
+from faults import fail_on_call
 
 REPO = Path(__file__).resolve().parents[2]
 ISOLATED, ISOLATION_REASON = isolation_status()
@@ -730,15 +731,7 @@ def test_a_harness_failure_is_recorded_with_its_turn_and_scored(kind_world, tmp_
     kind, world = kind_world
     from pipeline.harness import core as target
 
-    real, calls = target.work_listing, []
-
-    def flaky(work, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("injected harness failure")
-        return real(work, *args, **kwargs)
-
-    monkeypatch.setattr(target, "work_listing", flaky)
+    fail_on_call(monkeypatch, target, "work_listing", 2, "injected harness failure")
     out = tmp_path / "herr"
     result = play(kind, world, Script(kind, "print(1)", "print(2)", "print(3)"), out, max_turns=5, isolation="auto")
     assert result["episode"]["exit_reason"] == "harness_error"
