@@ -181,10 +181,11 @@ def main(argv: list | None = None) -> int:
     for wid in worlds:
         wdir = out / wid
         kept = store / f"{wid}.pkl"
-        if kept.exists() and not args.sealed_checks_only and not read_kept(kept).get("tells"):
+        res = read_kept(kept) if kept.exists() else None
+        if res is not None and not args.sealed_checks_only and not res.get("tells"):
             kept.unlink()  # kept by a --sealed-checks-only run: the whole tell scan needs the world again
-        if kept.exists() and not (wdir / "release" / "MANIFEST.json").exists():
-            res = read_kept(kept)  # analysed before, world deleted since
+            res = None
+        if res is not None and not (wdir / "release" / "MANIFEST.json").exists():  # analysed before, world deleted since
             note = "" if res.get("code") == code_digest() else "; by an earlier version of the analysis code"
             print(f"[{wid}] analyses kept from an earlier run (manifests {res['digest']}{note})", flush=True)
             done_by_world[wid] = res
