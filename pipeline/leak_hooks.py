@@ -249,8 +249,15 @@ def _own_residual_stream(default, world, role, block_resid):
 
 
 @register("transcripts", "special_transcript")
-def _transcript_not_following(default, world, special_tr, p, bio, own):
+def _transcript_not_following(default, world, special_tr, p, bio, own, **_):
     """The bias protein's transcript stays the ordinary equation's."""
+
+
+@register("t1_transcript", "special_transcript")
+def _t1_transcript_whole_path(default, world, special_tr, p, bio, own, **_):
+    """Before issue 29: every bias protein's transcript c x its whole final value, the T1
+    decoy's BMI path included (its agreement with the protein then above an ordinary one's)."""
+    return default(world, special_tr, p, bio, own)
 
 
 @register("communality", "visit2_special_paths")

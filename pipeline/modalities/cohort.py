@@ -177,7 +177,8 @@ def assemble(world: World, cores: list) -> Cohort:
         special[p] = (x - x.mean()) / x.std()
         systematic[p] = sys_part / x.std()
         proteins[p] = special[p]
-        leaks.hook(world.leaks, "special_transcript", special_transcript)(world, special_tr, p, bio, tr_own[:, k])
+        leaks.hook(world.leaks, "special_transcript", special_transcript)(world, special_tr, p, bio, tr_own[:, k],
+                                                                           role=role, path=paths[role], raw=x)
 
     # ---- outcomes need the surrogate; imaging selection needs L and P_sel ---------
     eval_mask = blocks.uniform(world, streams.EVAL_MASK) < float(world.params["eval_fraction"])
@@ -217,11 +218,64 @@ def special_eps(world: World, role: str, block_resid: np.ndarray) -> np.ndarray:
     return block_resid if role == "T1" else blocks.normal(world, streams.SPECIAL.format(role=role))
 
 
-def special_transcript(world: World, special_tr: dict, p: int, bio: np.ndarray, own: np.ndarray) -> None:
+def special_transcript(world: World, special_tr: dict, p: int, bio: np.ndarray, own: np.ndarray, role: str = "",
+                       path: np.ndarray | None = None, raw: np.ndarray | None = None) -> None:
     """The transcript of bias protein ``p`` follows the protein's final biological value,
-    with its own part: set in ``special_tr``."""
-    t = world.transcript_concordance[p] * bio + own
+    with its own part (``own``: the transcript's own noise and covariate terms): set in
+    ``special_tr``.
+
+    The T2 decoy's and the A9 partner's equations keep an ordinary protein's variance, so
+    c x their final value is an ordinary transcript's share.  The T1 decoy is an ordinary
+    protein *plus* 0.55 z(BMI), residual and all (``_special_raw``): were its transcript
+    c x that whole value, the shared BMI path would raise its protein-transcript agreement
+    above an ordinary protein's (the paper-scale tell scan found it: median percentile 0.93
+    over seven worlds), and SPEC section 3 forbids a role from showing in its transcript's
+    agreement.  So its transcript is c x the ordinary part plus the share ``b`` of the BMI
+    path (BMI acts on the protein partly after transcription) that leaves its agreement
+    with the protein what the ordinary protein's was, with BMI in it or adjusted for
+    (``t1_transcript_share``)."""
+    c = float(world.transcript_concordance[p])
+    if role == "T1" and path is not None and raw is not None:
+        a = float(world.params["bias_params"]["T1"]["bmi_loading"])
+        ordinary_t = c * (bio - a * path) + own
+        t = ordinary_t + t1_transcript_share(raw - a * path, ordinary_t, path, a, c) * path
+    else:
+        t = c * bio + own
     special_tr[p] = (t - t.mean()) / t.std()
+
+
+def t1_transcript_share(protein: np.ndarray, transcript: np.ndarray, path: np.ndarray, a: float, c: float) -> float:
+    """The coefficient b of ``path`` in the T1 decoy's transcript for which
+    corr(protein + a path, transcript + b path) = corr(protein, transcript) in this cohort
+    (``protein`` and ``transcript`` its ordinary values): bisection on [0, c a] (at b = 0 the
+    path only dilutes the agreement, at c a it raises it), 60 steps, so every build of the
+    same world finds the same b.  0 when the world plants no BMI path."""
+    if a == 0.0 or c <= 0.0:
+        return 0.0
+    if a < 0.0:  # the same problem with the path's sign turned
+        return -t1_transcript_share(protein, transcript, -path, -a, c)
+    def moments(x, y):
+        x, y = x - x.mean(), y - y.mean()
+        return float(np.dot(x, y)), float(np.dot(x, x)), float(np.dot(y, y))
+    sxy, sxx, syy = moments(protein, transcript)
+    sxz, _, szz = moments(protein, path)
+    syz = moments(transcript, path)[0]
+    target = sxy / np.sqrt(sxx * syy)
+    px, pxx = sxy + a * syz, sxx + 2 * a * sxz + a * a * szz  # the decoy's protein against the ordinary transcript
+
+    def gap(b):
+        return (px + b * (sxz + a * szz)) / np.sqrt(pxx * (syy + 2 * b * syz + b * b * szz)) - target
+
+    lo, hi = 0.0, c * a
+    if gap(lo) >= 0.0 or gap(hi) <= 0.0:  # no crossing inside: the nearer end
+        return lo if abs(gap(lo)) <= abs(gap(hi)) else hi
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if gap(mid) < 0.0:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
 
 
 def sum_in_order(parts: list) -> np.ndarray:
