@@ -40,7 +40,11 @@ Exempt (computed and shown, never failing): the planted signals of SPEC section
 3 and 4, listed in ``EXEMPT`` with the reason.  The T4 exemptions hold only while
 the pair structure does not point at T4: the ``t4_pair`` cells (never exempt)
 rank the T4 pair, the mean of its members' values, among the world's ordinary
-co-regulated pairs on every statistic, pooled across worlds as above.
+co-regulated pairs on every statistic, pooled across worlds as above.  Likewise a
+pathway-class exemption (a follower carries its process's genetics, so followers and
+feeders differ) holds only while the ``@class`` cells (never exempt) rank each role among
+the world's ordinary proteins of its own pathway class (``PLANTED_CLASS``, else the sealed
+record) as one of them, on every statistic it exempts.
 """
 from __future__ import annotations
 
@@ -71,6 +75,15 @@ PAIRED = "t4_driver-partner"
 #: co-regulated pairs: what makes the T4 exemptions legitimate is that the pair structure
 #: itself does not point at T4, so these cells are never exempt.
 T4_PAIR = "t4_pair"
+#: Pathway classes (pipeline.pathways): about 30 % of the ordinary proteome follows an
+#: ordinary pathway (its K_m, or its K_m_late) and carries what that pathway's feeders
+#: carry; the rest feed one.  Where a statistic is exempt as a class property, each role
+#: protein is ranked among the ordinary proteins of its own class instead (the ``@class``
+#: cells, never exempt): the T2 decoy among the baseline followers (it reads 0.50 L), the
+#: A9 partner among the late followers (0.50 L_late), every other role by its own place in
+#: the sealed pathway record (a driver never follows; a T1 decoy may).
+PLANTED_CLASS = {"T2": "baseline", "a9_partner": "late"}
+MATCHED = "@class"
 #: Share of the family-wise false-positive rate spent on each family of tests.
 ALPHA_SHARES = {"ranks": 0.8, "t4": 0.1, "surrogate": 0.1}
 OUTER = 0.01  # a percentile below 1 % or above 99 % is "in the outer 2 %"
@@ -83,6 +96,8 @@ class Exemption:
     reason: str
     #: Only in worlds planting one of these biases (the observations from other worlds are tested).
     worlds_with: tuple = ()
+    #: A pathway-class property: each role is then ranked among its own class instead (``@class`` cells).
+    by_class: bool = False
 
     def covers(self, kind: str, stat: str) -> bool:
         return not self.worlds_with and kind in self.kinds and re.fullmatch(self.pattern, stat) is not None
@@ -117,6 +132,13 @@ EXEMPT = (
               "top three components' share) and the "
               "pair takes a principal component of its own (after the 12 factors, so in the top 24); ordinary "
               "co-regulated pairs do the same, and the t4_pair cells test that the T4 pair ranks among them as one of them"),
+    Exemption(ROLE_KINDS, r"instrument\.n_significant_variants",
+              "a pathway class property: a follower carries its process's genetics (the T2 decoy, 0.50 L, and the A9 "
+              "partner, 0.50 L_late, every variant that moves L; each ordinary follower, about 30 % of the proteome, its "
+              "pathway's feeders' variants), so at paper scale followers have more genome-wide significant variants than "
+              "the proteins that feed (in paper-scale standard-01 an ordinary late follower's mean normal score among all "
+              "ordinary proteins is +1.09, a baseline follower's +0.95, a feeder's -0.41: drivers rank low as feeders do); "
+              "the @class cells rank every role among the ordinary proteins of its own pathway class", by_class=True),
     Exemption(("T3",), r"imaging\.flag_z",
               "T3's planted selection: imaging participation contains + 0.55 x the T3 protein (S1.4), so the decoy is "
               "associated with the released imaged flag beyond the covariates; masking it would change the mechanism"),
@@ -148,6 +170,12 @@ NOT_RANKED = ("instrument.lead_variant",)
 
 def exemption(kind: str, stat: str) -> Optional[Exemption]:
     return next((e for e in EXEMPT if e.covers(kind, stat)), None)
+
+
+def class_exempt(kind: str, stat: str) -> bool:
+    """Whether ``kind``'s ranking on ``stat`` is exempt as a pathway-class property (``@class`` cells instead)."""
+    e = exemption(kind, stat)
+    return e is not None and e.by_class
 
 
 def usable_statistics(names: Iterable[str]) -> list:
@@ -183,7 +211,37 @@ def analyse_world(world_dir: str) -> dict:
     return {"world": wt.world_id, "dir": world_dir, "archetype": wt.archetype, "kinds": wt.kinds,
             "biases": list(wt.truth.get("biases") or []),
             "coregulated": [list(p) for p in wt.hidden.get("coregulated_pairs") or []],
-            "table": table, "checks": checks, "seconds": round(time.perf_counter() - t0, 1)}
+            "followers": ordinary_followers(wt.hidden), "table": table, "checks": checks, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def ordinary_followers(hidden: dict) -> dict:
+    """{"baseline": [...], "late": [...]}: the proteins that follow an ordinary pathway's K_m or
+    K_m_late (the sealed pathway record, ``pipeline.pathways.PathwayModel.summary``)."""
+    out = {"baseline": [], "late": []}
+    for m in (hidden.get("pathways") or {}).get("pathways") or []:
+        late = set(m.get("late_followers") or [])
+        out["late"] += sorted(late)
+        out["baseline"] += [p for p in m.get("followers") or [] if p not in late]
+    return out
+
+
+def pathway_class(protein: str, kind: str, followers: dict) -> str:
+    """"baseline", "late" or "none": the role's planted following, else its place in the record."""
+    if kind in PLANTED_CLASS:
+        return PLANTED_CLASS[kind]
+    return next((g for g in ("baseline", "late") if protein in set(followers.get(g) or [])), "none")
+
+
+def class_percentiles(values: pd.Series, table_index, kinds: dict, followers: dict) -> dict:
+    """Each role protein's mid-rank percentile among the ordinary proteins of its pathway class."""
+    ordinary = [p for p in table_index if p not in kinds]
+    groups = {g: [p for p in followers.get(g) or [] if p not in kinds] for g in ("baseline", "late")}
+    taken = set(groups["baseline"]) | set(groups["late"])
+    groups["none"] = [p for p in ordinary if p not in taken]
+    out = {}
+    for protein, kind in kinds.items():
+        out.update(percentiles(values, groups[pathway_class(protein, kind, followers)], [protein]))
+    return out
 
 
 def analyse_world_safely(world_dir: str) -> dict:
@@ -272,6 +330,15 @@ def scan(results: list, alpha: float = 0.01) -> dict:
                         continue
                     cells.setdefault(key, []).append({"world": res["world"], "protein": protein, "u": u[protein],
                                                       "value": float(values[protein])})
+            followers = res.get("followers")
+            if followers is not None and any(class_exempt(k, stat) for k in set(kinds.values())):
+                for protein, u_c in class_percentiles(values, table.index, kinds, followers).items():
+                    kind = kinds[protein]
+                    if not class_exempt(kind, stat):
+                        continue
+                    for key in ((stat, kind + MATCHED), (stat, POOLED + MATCHED)):
+                        cells.setdefault(key, []).append({"world": res["world"], "protein": protein, "u": u_c,
+                                                          "value": float(values[protein])})
             drivers, partners = by_kind.get("t4_driver", []), by_kind.get("t4_partner", [])
             pair_u = pair_percentile(values, res.get("coregulated") or [], kinds)
             if pair_u is not None:
@@ -283,7 +350,7 @@ def scan(results: list, alpha: float = 0.01) -> dict:
                      "u_partner": u[partners[0]]})
     rows = []
     for (stat, kind), obs in cells.items():
-        exempt = None if kind in (POOLED, PAIRED) else exemption(kind, stat)
+        exempt = None if kind in (POOLED, PAIRED) or kind.endswith(MATCHED) else exemption(kind, stat)
         if kind == PAIRED:
             if any(exemption(k, stat) for k in ("t4_driver", "t4_partner")):
                 exempt = exemption("t4_driver", stat) or exemption("t4_partner", stat)
@@ -374,12 +441,14 @@ def sealed_verdicts(results: list, alpha: float) -> list:
 
 def format_report(report: dict, width: int = 7) -> str:
     cells = {(r["statistic"], r["kind"]): r for r in report["cells"]}
-    kinds = [k for k in ROLE_KINDS + (POOLED, PAIRED, T4_PAIR) if any(kk == k for _, kk in cells)]
+    kinds = [k for k in ROLE_KINDS + (POOLED, PAIRED, T4_PAIR) + tuple(k + MATCHED for k in ROLE_KINDS + (POOLED,))
+             if any(kk == k for _, kk in cells)]
     stats_names = sorted({s for s, _ in cells}, key=lambda s: (s.split(".")[0], s))
     lines = [f"tell scan of {len(report['worlds'])} world(s): {', '.join(w['world'] for w in report['worlds'])}",
              f"cells: median percentile of the role among ordinary proteins; '!' finding (p < {report['per_test_threshold']:.1e}, "
              f"Bonferroni over {report['tests']} tests at {report['alpha_ranks']:g}), 'e' exempt planted signal, '-' no role",
-             "stat".ljust(40) + "".join(k[:width - 1].rjust(width) for k in kinds)]
+             "stat".ljust(40) + "".join(k.replace("a9_partner", "a9p").replace("any_role", "any").replace(MATCHED, "@c")[:width - 1].rjust(width)
+                                       for k in kinds)]
     for s in stats_names:
         row = s[:39].ljust(40)
         for k in kinds:

@@ -142,6 +142,46 @@ def test_conditional_exemption_drops_only_the_worlds_that_plant_it():
     assert any(e["only_in_worlds_with"] == ["T3"] for e in found["exemptions"])
 
 
+def test_a_pathway_class_exemption_holds_only_while_each_role_ranks_among_its_own_class():
+    """Followers carry their process's genetics, so the T2 decoy and the A9 partner rank high
+    among all ordinary proteins on their count of significant variants, as ordinary followers
+    do, and the drivers low, as feeders do (exempt); the @class cells rank each role among the
+    ordinary proteins of its own pathway class and are never exempt: roles that are one of
+    them pass, a follower role above every follower of its kind is found."""
+    stat = "instrument.n_significant_variants"
+
+    def results(beyond_followers: bool):
+        out = _synthetic_results(np.random.default_rng(31), worlds=20, stats=1)
+        for i, res in enumerate(out):
+            rng = np.random.default_rng(100 + i)
+            table, kinds = res["table"], res["kinds"]
+            table[stat] = rng.poisson(3, len(table)).astype(float)
+            ordinary = [p for p in table.index if p not in kinds]
+            res["followers"] = {"baseline": ordinary[:45], "late": ordinary[45:90]}
+            table.loc[ordinary[:90], stat] += rng.poisson(7, 90)  # followers: their pathway's variants too
+            for role, group in (("T2", ordinary[:45]), ("a9_partner", ordinary[45:90])):
+                p = next(q for q, k in kinds.items() if k == role)
+                twin = table.loc[group[int(rng.integers(len(group)))], stat]
+                table.loc[p, stat] = table.loc[group, stat].max() + 5 if beyond_followers else twin
+        return out
+
+    one_of_them = tells_scan.scan(results(False))
+    for kind in ("T2", "a9_partner"):
+        assert _cell(one_of_them, stat, kind)["verdict"] == "exempt"
+        assert _cell(one_of_them, stat, kind)["median_percentile"] > 0.75  # high among all ordinary proteins
+        matched = _cell(one_of_them, stat, kind + tells_scan.MATCHED)
+        assert matched["verdict"] == "ok" and matched["k"] == 20, matched
+    assert _cell(one_of_them, stat, "driver")["median_percentile"] < 0.45  # feeders rank low among all
+    assert _cell(one_of_them, stat, "driver" + tells_scan.MATCHED)["verdict"] == "ok"
+    assert _cell(one_of_them, stat, tells_scan.POOLED + tells_scan.MATCHED)["k"] == 20 * 9
+    assert one_of_them["passed"], one_of_them["findings"]
+    beyond = tells_scan.scan(results(True))
+    for kind in ("T2", "a9_partner"):
+        assert _cell(beyond, stat, kind + tells_scan.MATCHED)["verdict"] == "FINDING"
+    assert not beyond["passed"]
+    assert "a9p@c" in tells_scan.format_report(beyond)
+
+
 def test_percentiles_are_mid_ranks_among_ordinary_proteins():
     values = pd.Series([1.0, 2.0, 2.0, 3.0, 10.0], index=list("abcde"))
     u = tells_scan.percentiles(values, ["a", "b", "c", "d"], ["e", "b"])
