@@ -225,6 +225,16 @@ def ordinary_followers(hidden: dict) -> dict:
     return out
 
 
+def followers_of(res: dict) -> Optional[dict]:
+    """The followers of a per-world result analysed before they were recorded, from its sealed
+    bundle (None when that is gone: its @class cells are then missing, and say so by their k)."""
+    try:
+        res["followers"] = ordinary_followers(WorldTruth.load(res["dir"]).hidden)
+    except Exception:
+        res["followers"] = None
+    return res["followers"]
+
+
 def pathway_class(protein: str, kind: str, followers: dict) -> str:
     """"baseline", "late" or "none": the role's planted following, else its place in the record."""
     if kind in PLANTED_CLASS:
@@ -330,7 +340,7 @@ def scan(results: list, alpha: float = 0.01) -> dict:
                         continue
                     cells.setdefault(key, []).append({"world": res["world"], "protein": protein, "u": u[protein],
                                                       "value": float(values[protein])})
-            followers = res.get("followers")
+            followers = res.get("followers") if "followers" in res else followers_of(res)
             if followers is not None and any(class_exempt(k, stat) for k in set(kinds.values())):
                 for protein, u_c in class_percentiles(values, table.index, kinds, followers).items():
                     kind = kinds[protein]
