@@ -256,7 +256,8 @@ def t1_transcript_share(protein: np.ndarray, transcript: np.ndarray, path: np.nd
         return -t1_transcript_share(protein, transcript, -path, -a, c)
     def moments(x, y):
         x, y = x - x.mean(), y - y.mean()
-        return float(np.dot(x, y)), float(np.dot(x, x)), float(np.dot(y, y))
+        # numpy's pairwise sums, as every moment of this stage (BLAS dot may sum differently by process)
+        return float((x * y).sum()), float((x * x).sum()), float((y * y).sum())
     sxy, sxx, syy = moments(protein, transcript)
     sxz, _, szz = moments(protein, path)
     syz = moments(transcript, path)[0]
