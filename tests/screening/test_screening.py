@@ -381,6 +381,52 @@ def test_pocket_dock_and_repose_kernels_match_twins():
     np.testing.assert_allclose(np.linalg.norm(moved[0] - moved[5]), np.linalg.norm(xyz[0] - xyz[5]))
 
 
+def test_excluded_volume_grid_gives_the_all_pairs_sum_bit_for_bit():
+    """The grid finds every overlapping (sphere, atom) pair and adds them in the all-pairs
+    order (sphere, then atom): the same float as the plain double loop, for poses inside,
+    across and outside the wall, atoms on cell boundaries and non-finite atoms included."""
+    import math
+
+    from kernels.screening_grid import excluded_grid, excluded_overlap, max_cell
+    from pipeline.screening.config import PocketConfig
+    from pipeline.screening.pocket import kernel_args, sample_pocket
+
+    def all_pairs(xyz, excl, radius):
+        overlap = 0.0
+        for e in range(len(excl)):
+            r = float(radius[e])
+            for a in range(len(xyz)):
+                dx, dy, dz = (float(xyz[a, k]) - float(excl[e, k]) for k in range(3))
+                d2 = dx * dx + dy * dy + dz * dz
+                if d2 < r * r:
+                    g = r - math.sqrt(d2)
+                    overlap += g * g
+        return overlap
+
+    rng = np.random.default_rng(11)
+    pocket = kernel_args(sample_pocket(2**127 + 9, "target", PocketConfig()))
+    excl, radius = pocket[4], pocket[5]
+    grid = excluded_grid(excl, radius)
+    n_atoms = 30
+    hits = np.empty(n_atoms * max_cell(grid[3]), dtype=np.int64), np.empty(n_atoms * max_cell(grid[3]))
+    touched = 0
+    for trial in range(400):
+        xyz = rng.normal(0, (1.0, 4.0, 8.0, 14.0)[trial % 4], (n_atoms, 3))
+        if trial % 5 == 0:  # atoms exactly on cell boundaries and exactly at sphere centres
+            xyz[:3] = grid[0] + np.round((xyz[:3] - grid[0]) / grid[1] ** -1) * grid[1] ** -1
+            xyz[3] = excl[trial % len(excl)]
+        if trial % 7 == 0:
+            xyz[4] = np.nan
+        got = excluded_overlap(xyz, 0, n_atoms, excl, radius, *grid, *hits)
+        want = all_pairs(xyz, excl, radius)
+        assert np.float64(got).tobytes() == np.float64(want).tobytes(), (trial, got, want)
+        touched += want > 0
+    assert touched > 100
+    # an empty pocket wall overlaps nothing
+    empty = excluded_grid(np.zeros((0, 3)), np.zeros(0))
+    assert excluded_overlap(xyz, 0, n_atoms, np.zeros((0, 3)), np.zeros(0), *empty, *hits) == 0.0
+
+
 def test_assembly_keeps_synthon_geometry():
     """Each synthon's atoms move rigidly, and the new bond has the probe product's length."""
     from pipeline.screening import fragments, library, stages
