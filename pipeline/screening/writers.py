@@ -6,7 +6,8 @@ Release (what an agent reads)::
                         one row per conformation; the atoms of ``elements``/``coordinates`` are in the order
                         RDKit parses ``smiles`` (heavy atoms only); one row group per 5,000-row shard
     sdf/library_NNNN.sdf.gz   the same conformations as V2000 molfiles (heavy atoms, Kekulé bonds,
-                        M  CHG lines), 5,000 per shard, gzip with a zero timestamp
+                        M  CHG lines), 5,000 per shard, one gzip member with a zero timestamp
+                        (the deflate stream of kernels.sdf.deflate_sdf)
     README.md           what the files hold and the rules (budget, top-K, submissions)
     MANIFEST.json       every file with size and SHA-256, written last
 
@@ -21,9 +22,9 @@ Sealed (scorer and oracle only)::
 """
 from __future__ import annotations
 
-import gzip
 import io
 import struct
+import zlib
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +35,7 @@ ELEMENTS = ("", "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne", "Na", "Mg"
 RELEASE_COLUMNS = ("id", "smiles", "elements", "coordinates")
 COORD_DECIMALS = 4  # Å; the SDF's precision, applied to every released and scored coordinate
 SDF_PROGRAM_LINE = "  DTWSCRN 01012600003D"  # fixed: the molfile header carries no build time
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 
 
 def conformation_ids(lo: int, hi: int, n: int) -> list[str]:
@@ -238,9 +240,10 @@ def concat_parquet(parts, write) -> None:
 
 
 def sdf_bytes(ids: list, z: np.ndarray, charge: np.ndarray, atom_offset: np.ndarray, xyz: np.ndarray,
-              bond_offset: np.ndarray, bonds: np.ndarray, level: int = 4) -> bytes:
-    """Gzip-compressed V2000 SD file of the molecules (heavy atoms; RDKit and Open Babel add implicit H)."""
-    from kernels.sdf import format_sdf
+              bond_offset: np.ndarray, bonds: np.ndarray) -> bytes:
+    """Gzip-compressed V2000 SD file of the molecules (heavy atoms; RDKit and Open Babel add implicit H):
+    one gzip member, zero timestamp, its deflate stream from ``kernels.sdf.deflate_sdf``."""
+    from kernels.sdf import deflate_bound, deflate_sdf, format_sdf, hint_bound
 
     titles = "".join(ids).encode("ascii")
     title_offset = np.concatenate([[0], np.cumsum([len(i) for i in ids])]).astype(np.int64)
@@ -248,11 +251,16 @@ def sdf_bytes(ids: list, z: np.ndarray, charge: np.ndarray, atom_offset: np.ndar
     symbols = np.frombuffer("".join(f"{e:<3}" for e in ELEMENTS).encode("ascii"), dtype=np.uint8).reshape(-1, 3)
     n_atoms, n_bonds = int(atom_offset[-1]), int(bond_offset[-1])
     bound = len(titles) + len(ids) * (len(header) + 60) + n_atoms * 80 + n_bonds * 13 + int((charge != 0).sum()) * 20
-    out = np.empty(bound, dtype=np.uint8)
-    size = format_sdf(np.frombuffer(titles, dtype=np.uint8), title_offset, np.frombuffer(header, dtype=np.uint8),
-                      z, charge, atom_offset, np.ascontiguousarray(xyz, dtype=np.float64), bond_offset,
-                      np.ascontiguousarray(bonds, dtype=np.int64), symbols, out)
-    return gzip.compress(out[:size].tobytes(), compresslevel=level, mtime=0)
+    text = np.empty(bound, dtype=np.uint8)
+    hint_at = np.empty(hint_bound(len(ids), n_atoms, n_bonds), dtype=np.int64)
+    hint_from = np.empty_like(hint_at)
+    size, n_hints = format_sdf(np.frombuffer(titles, dtype=np.uint8), title_offset, np.frombuffer(header, dtype=np.uint8),
+                               z, charge, atom_offset, np.ascontiguousarray(xyz, dtype=np.float64), bond_offset,
+                               np.ascontiguousarray(bonds, dtype=np.int64), symbols, text, hint_at, hint_from)
+    stream = np.empty(deflate_bound(size), dtype=np.uint8)
+    n_stream = deflate_sdf(text, size, hint_at, hint_from, n_hints, stream)
+    # RFC 1952 member: no name, mtime 0, no extra flags, OS unknown (as gzip.compress(..., mtime=0) writes)
+    return b"".join((_GZIP_HEADER, stream[:n_stream].tobytes(), struct.pack("<II", zlib.crc32(text[:size]), size & 0xFFFFFFFF)))
 
 
 def release_readme(sizes: dict, n_shards: int) -> str:
