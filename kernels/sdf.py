@@ -47,58 +47,68 @@ def _put(out, pos, src):
 
 @njit
 def _int_field(out, pos, value, width):
-    """``value`` right-aligned in ``width`` characters (as "%{width}d")."""
-    digits = np.empty(20, dtype=np.uint8)
+    """``value`` right-aligned in ``width`` characters (as "%{width}d"), written right to left."""
     v = -value if value < 0 else value
-    n = 0
-    while True:
-        digits[n] = 48 + v % 10
-        v //= 10
+    n = 1
+    t = v
+    while t >= 10:
+        t //= 10
         n += 1
+    if value < 0:
+        n += 1
+    end = pos + max(width, n)
+    p = end - 1
+    while True:
+        out[p] = 48 + v % 10
+        v //= 10
+        p -= 1
         if v == 0:
             break
     if value < 0:
-        digits[n] = 45
-        n += 1
-    for i in range(width - n):
-        out[pos + i] = 32
-    pos += max(0, width - n)
-    for i in range(n):
-        out[pos + i] = digits[n - 1 - i]
-    return pos + n
+        out[p] = 45
+        p -= 1
+    while p >= pos:
+        out[p] = 32
+        p -= 1
+    return end
 
 
 @njit
 def _coord_field(out, pos, x):
-    """``x`` as "%10.4f" (x already rounded to 4 decimals)."""
+    """``x`` as "%10.4f" (x already rounded to 4 decimals), written right to left."""
     k = int(np.rint(x * 10000.0))
     negative = x < 0 or (x == 0 and math.copysign(1.0, x) < 0)
     if k < 0:
         k = -k
     whole, frac = k // 10000, k % 10000
-    digits = np.empty(24, dtype=np.uint8)
-    n = 0
+    n = 6  # four decimals, the point, one whole digit
+    t = whole
+    while t >= 10:
+        t //= 10
+        n += 1
+    if negative:
+        n += 1
+    end = pos + max(10, n)
+    p = end - 1
     for _ in range(4):
-        digits[n] = 48 + frac % 10
+        out[p] = 48 + frac % 10
         frac //= 10
-        n += 1
-    digits[n] = 46
-    n += 1
+        p -= 1
+    out[p] = 46
+    p -= 1
     while True:
-        digits[n] = 48 + whole % 10
+        out[p] = 48 + whole % 10
         whole //= 10
-        n += 1
+        p -= 1
         if whole == 0:
             break
     if negative:
-        digits[n] = 45
-        n += 1
-    for i in range(10 - n):
-        out[pos + i] = 32
-    pos += max(0, 10 - n)
-    for i in range(n):
-        out[pos + i] = digits[n - 1 - i]
-    return pos + n
+        out[p] = 45
+        p -= 1
+    while p >= pos:
+        out[p] = 32
+        p -= 1
+    return end
 
 
 def hint_bound(n_molecules: int, n_atoms: int, n_bonds: int) -> int:

@@ -561,23 +561,35 @@ def test_score_and_episode_entry_points(world, tmp_path):
 
 def test_sdf_kernel_matches_twin():
     import gzip as gz
+    import zlib
 
     from kernels.reference.sdf import format_sdf
     from pipeline.screening import fragments, library
     from pipeline.screening.writers import ELEMENTS, SDF_PROGRAM_LINE, sdf_bytes
 
     table = fragments.load_table()
-    plan = library.plan(2**127 + 3, 60, table)
+    # 400 molecules: about 900 kB of text, so the deflate stream has several Huffman blocks
+    plan = library.plan(2**127 + 3, 400, table)
     sp = library.splice(table, plan.synthon)
     rng = np.random.default_rng(0)
     xyz = np.round(rng.normal(0, 8, (int(sp.atom_offset[-1]), 3)), 4)
     xyz[0] = [-0.0, 0.0, -1234.5678]  # signed zero and a wide value format like Python's
+    xyz[1] = [123456.25, -99999.9999, 9.9999]  # wider than the field
     charge = sp.charge.copy()
     charge[[3, 4, 9]] = [1, -1, 2]  # charge lines, including two on one molecule
-    ids = [f"C{i:06d}" for i in range(60)]
+    ids = [f"C{i:06d}" for i in range(400)]
     want = format_sdf(ids, SDF_PROGRAM_LINE, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds, ELEMENTS)
-    got = gz.decompress(sdf_bytes(ids, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds)).decode()
-    assert got == want
+    blob = sdf_bytes(ids, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds)
+    assert len(want) > 2 * 262144
+    assert gz.decompress(blob).decode() == want
+    # one plain gzip member, zero timestamp; zlib's own inflater agrees, and the stream is compressed
+    assert blob[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    assert zlib.decompress(blob, 31).decode() == want
+    assert len(blob) < len(want) / 3
+    # no molecules: an empty but valid member
+    empty = sdf_bytes([], sp.z[:0], charge[:0], np.zeros(1, dtype=np.int64), xyz[:0], np.zeros(1, dtype=np.int64),
+                      sp.bonds[:0])
+    assert gz.decompress(empty) == b""
 
 
 def test_library_concatenation_is_pyarrows_file_byte_for_byte():
