@@ -43,6 +43,19 @@ def conformation_ids(lo: int, hi: int, n: int) -> list[str]:
     return [f"C{i:0{width}d}" for i in range(lo, hi)]
 
 
+def conformation_id_array(lo: int, hi: int, n: int) -> pa.Array:
+    """``conformation_ids(lo, hi, n)`` as an Arrow string array, built from digit arithmetic
+    (a million ids in milliseconds instead of a second of Python strings)."""
+    width = max(6, len(str(n - 1)))
+    rows = np.arange(lo, hi, dtype=np.int64)
+    chars = np.empty((len(rows), width + 1), dtype=np.uint8)
+    chars[:, 0] = ord("C")
+    for k in range(width):
+        chars[:, width - k] = 48 + (rows // 10 ** k) % 10
+    offsets = np.arange(len(rows) + 1, dtype=np.int32) * (width + 1)
+    return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(chars.reshape(-1)))
+
+
 def release_table(ids: list, smiles: list, z: np.ndarray, atom_offset: np.ndarray, xyz: np.ndarray) -> pa.Table:
     """One shard's rows of ``library.parquet``.  The list children are named ``element``, as a
     Parquet reader names them, so a part's footer (its Arrow schema) is the library's."""
