@@ -134,5 +134,12 @@ def warm_up() -> None:
     p = plan(1 << 127, 1000, table)
     target = sample_pocket(1 << 127, "target", PocketConfig())
     d = DockingConfig()
-    poses(1 << 127, 0, p.synthon[:4], p.route[:4], table, target,
-          {"starts": d.starts, "steps": d.steps, "spread": d.spread, "step_angle": d.step_angle, "step_shift": d.step_shift})
+    sp, posed, _ = poses(1 << 127, 0, p.synthon[:4], p.route[:4], table, target,
+                         {"starts": d.starts, "steps": d.steps, "spread": d.spread, "step_angle": d.step_angle,
+                          "step_shift": d.step_shift})
+    # and the rest of a shard's kernels: pocket scores, the SDF formatter and its deflate
+    from .pocket import pocket_score
+    from .writers import conformation_ids, sdf_bytes
+
+    pocket_score(target, posed, sp.atom_offset, sp.bits)
+    sdf_bytes(conformation_ids(0, 4, 4), sp.z, sp.charge, sp.atom_offset, posed, sp.bond_offset, sp.bonds)
