@@ -25,6 +25,9 @@ from ..outputs import Output
 from .config import SHARD_ROWS
 from .streams import ASSEMBLE, DOCK
 
+# What a finished shard's files are (in its .done record): a shard finished by code that wrote
+# them differently (parts with other list-child names, zlib SDF shards) is rebuilt, not reused.
+SHARD_FORMAT = "screening-shard/2"
 COMPONENTS = ("target", "offtarget_1", "offtarget_2", "offtarget_3", "logp", "mw", "donors", "heavy_atoms",
               "min_distance", "route")
 
@@ -83,7 +86,7 @@ def shard_task(ctx: dict, shard: int, lo: int, synthon: np.ndarray, route: np.nd
         try:
             blobs = {p: output.read_bytes(p) for p in (part_path, comp_path)}
             sdf_ok = output.exists(sdf_path) and _sha(output.read_bytes(sdf_path)) == record["sdf"]
-            if sdf_ok and all(_sha(blobs[p]) == record[k] for p, k in ((part_path, "part"), (comp_path, "components"))):
+            if record.get("format") == SHARD_FORMAT and sdf_ok and all(_sha(blobs[p]) == record[k] for p, k in ((part_path, "part"), (comp_path, "components"))):
                 with np.load(io.BytesIO(blobs[comp_path])) as data:
                     return {"shard": shard, "components": {k: data[k] for k in data.files}, "sdf": (sdf_rel, record["sdf_size"], record["sdf"]),
                             "timing": {}, "reused": True}
@@ -115,7 +118,8 @@ def shard_task(ctx: dict, shard: int, lo: int, synthon: np.ndarray, route: np.nd
     output.write_bytes(comp_path, comp_blob)
     output.write_bytes(sdf_path, sdf)
     sdf_sha = _sha(sdf)
-    output.write_json(done_path, {"part": _sha(part), "components": _sha(comp_blob), "sdf": sdf_sha, "sdf_size": len(sdf)})
+    output.write_json(done_path, {"format": SHARD_FORMAT, "part": _sha(part), "components": _sha(comp_blob), "sdf": sdf_sha,
+                                  "sdf_size": len(sdf)})
     t3, c3 = time.perf_counter(), time.thread_time()
     # (wall, CPU) of each part; CPU is this thread's (the kernels run on it: one Numba thread a task)
     return {"shard": shard, "components": comps, "sdf": (sdf_rel, len(sdf), sdf_sha), "reused": False,
