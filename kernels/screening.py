@@ -34,6 +34,7 @@ import numpy as np
 
 from .numba_util import njit
 from .rng import next_double, next_normal_pair, seed_state
+from .screening_grid import excluded_grid, excluded_overlap, max_cell
 
 CLASH_DISTANCE = 2.6  # Å: heavy atoms more than three bonds apart closer than this clash
 BONDED_DISTANCE = 1.75  # Å: atoms this close to a bond's end are its neighbours (1-3 and 1-4 pairs are exempt)
@@ -358,8 +359,10 @@ def _assemble_rows(lo, hi, key, rows, slot_synthon, slot_conf, n_slots, torsions
 
 @njit
 def _pocket_terms(xyz, lo, hi, bits, point_xyz, point_type, point_weight, point_inv2s2,
-                  excl_xyz, excl_radius, excl_weight):
-    """Feature match minus excluded-volume overlap of one pose (atoms lo..hi of xyz)."""
+                  excl_xyz, excl_radius, excl_weight, grid_origin, grid_inv_cell, grid_dims, cell_start, cell_sphere,
+                  hit_sphere, hit_term):
+    """Feature match minus excluded-volume overlap of one pose (atoms lo..hi of xyz; the
+    overlap through the pocket's grid, ``kernels.screening_grid``)."""
     match = 0.0
     for p in range(point_xyz.shape[0]):
         mask = np.uint8(1) << np.uint8(point_type[p])
@@ -372,34 +375,36 @@ def _pocket_terms(xyz, lo, hi, bits, point_xyz, point_type, point_weight, point_
                 acc += math.exp(-(dx * dx + dy * dy + dz * dz) * point_inv2s2[p])
         # a feature point is satisfied once: several matching atoms saturate
         match += point_weight[p] * (1.0 - math.exp(-2.0 * acc))
-    overlap = 0.0
-    for e in range(excl_xyz.shape[0]):
-        r = excl_radius[e]
-        r2 = r * r
-        for a in range(lo, hi):
-            dx = xyz[a, 0] - excl_xyz[e, 0]
-            dy = xyz[a, 1] - excl_xyz[e, 1]
-            dz = xyz[a, 2] - excl_xyz[e, 2]
-            d2 = dx * dx + dy * dy + dz * dz
-            if d2 < r2:
-                g = r - math.sqrt(d2)
-                overlap += g * g
+    overlap = excluded_overlap(xyz, lo, hi, excl_xyz, excl_radius, grid_origin, grid_inv_cell, grid_dims, cell_start,
+                               cell_sphere, hit_sphere, hit_term)
     return match - excl_weight * overlap
+
+
+@njit
+def _scratch(atom_offset, lo_m, hi_m, cell_start):
+    """Hit buffers for excluded_overlap, large enough for every molecule of rows lo_m..hi_m."""
+    most = 0
+    for m in range(lo_m, hi_m):
+        most = max(most, atom_offset[m + 1] - atom_offset[m])
+    size = max(1, most * max_cell(cell_start))
+    return np.empty(size, dtype=np.int64), np.empty(size)
 
 
 def pocket_scores(xyz, atom_offset, bits, point_xyz, point_type, point_weight, point_inv2s2,
                   excl_xyz, excl_radius, excl_weight, out) -> None:
     """out[m] = the pocket's score of each pose (xyz [a, 3], bits uint8 [a])."""
     _over_rows(_pocket_score_rows, atom_offset.shape[0] - 1, xyz, atom_offset, bits, point_xyz, point_type,
-               point_weight, point_inv2s2, excl_xyz, excl_radius, excl_weight, out)
+               point_weight, point_inv2s2, excl_xyz, excl_radius, excl_weight, *excluded_grid(excl_xyz, excl_radius), out)
 
 
 @njit
 def _pocket_score_rows(lo, hi, xyz, atom_offset, bits, point_xyz, point_type, point_weight, point_inv2s2,
-                       excl_xyz, excl_radius, excl_weight, out):
+                       excl_xyz, excl_radius, excl_weight, origin, inv_cell, dims, cell_start, cell_sphere, out):
+    hit_sphere, hit_term = _scratch(atom_offset, lo, hi, cell_start)
     for m in range(lo, hi):
         out[m] = _pocket_terms(xyz, atom_offset[m], atom_offset[m + 1], bits, point_xyz, point_type, point_weight,
-                               point_inv2s2, excl_xyz, excl_radius, excl_weight)
+                               point_inv2s2, excl_xyz, excl_radius, excl_weight, origin, inv_cell, dims, cell_start,
+                               cell_sphere, hit_sphere, hit_term)
 
 
 @njit
@@ -463,13 +468,14 @@ def dock(key, rows, xyz, atom_offset, bits, n_starts, n_steps, spread, step_angl
     """
     _over_rows(_dock_rows, atom_offset.shape[0] - 1, key, rows, xyz, atom_offset, bits, n_starts, n_steps, spread,
                step_angle, step_shift, point_xyz, point_type, point_weight, point_inv2s2, excl_xyz, excl_radius,
-               excl_weight, out_xyz, out_score)
+               excl_weight, *excluded_grid(excl_xyz, excl_radius), out_xyz, out_score)
 
 
 @njit
 def _dock_rows(lo_m, hi_m, key, rows, xyz, atom_offset, bits, n_starts, n_steps, spread, step_angle, step_shift,
-               point_xyz, point_type, point_weight, point_inv2s2, excl_xyz, excl_radius, excl_weight, out_xyz,
-               out_score):
+               point_xyz, point_type, point_weight, point_inv2s2, excl_xyz, excl_radius, excl_weight, origin, inv_cell,
+               dims, cell_start, cell_sphere, out_xyz, out_score):
+    hit_sphere, hit_term = _scratch(atom_offset, lo_m, hi_m, cell_start)
     for m in range(lo_m, hi_m):
         lo, hi = atom_offset[m], atom_offset[m + 1]
         state = np.empty(4, dtype=np.uint64)
@@ -489,7 +495,8 @@ def _dock_rows(lo_m, hi_m, key, rows, xyz, atom_offset, bits, n_starts, n_steps,
             shift[0], shift[1], shift[2] = spread * g0, spread * g1, spread * g2
             _apply(xyz, lo, hi, centre, rot, shift, out_xyz)
             sc = _pocket_terms(out_xyz, lo, hi, bits, point_xyz, point_type, point_weight, point_inv2s2,
-                               excl_xyz, excl_radius, excl_weight)
+                               excl_xyz, excl_radius, excl_weight, origin, inv_cell, dims, cell_start, cell_sphere,
+                               hit_sphere, hit_term)
             if sc > best:
                 best = sc
                 _copy3(rot, shift, best_rot, best_shift)
@@ -509,7 +516,8 @@ def _dock_rows(lo_m, hi_m, key, rows, xyz, atom_offset, bits, n_starts, n_steps,
                 cand_shift[r] = best_shift[r] + (2.0 * _uniform(state) - 1.0) * step_shift
             _apply(xyz, lo, hi, centre, cand_rot, cand_shift, out_xyz)
             sc = _pocket_terms(out_xyz, lo, hi, bits, point_xyz, point_type, point_weight, point_inv2s2,
-                               excl_xyz, excl_radius, excl_weight)
+                               excl_xyz, excl_radius, excl_weight, origin, inv_cell, dims, cell_start, cell_sphere,
+                               hit_sphere, hit_term)
             if sc > best:
                 best = sc
                 _copy3(cand_rot, cand_shift, best_rot, best_shift)

@@ -529,8 +529,8 @@ def kind_bench(args, kind) -> int:
         print(f"{'stage':<28} {'wall s':>8}")
         for name, seconds in summary["stages"].items():
             print(f"{name:<28} {seconds:>8.1f}")
-        for name, (w, _) in summary["task_seconds"].items():
-            print(f"  tasks: {name:<19} {w:>8.1f}  (summed over workers)")
+        for name, (w, c) in summary["task_seconds"].items():
+            print(f"  tasks: {name:<19} {w:>8.1f}  (summed over workers; CPU {c:.1f} s)")
         print(f"{'total (build wall)':<28} {wall:>8.1f}   CPU {cpu:.1f} s, {nbytes / 1e6:.1f} MB written")
         print(f"peak RSS (process tree): {res['peak_rss'] / 2 ** 30:.2f} GiB")
         report = {"world": args.world, "kind": kind.name, "scale": args.scale, "workers": args.workers,

@@ -12,7 +12,6 @@ import posixpath
 import time
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from .. import buildrecord
 from ..bundle import MANIFEST, RELEASE, SEALED
@@ -87,7 +86,7 @@ def build(resolved: ScreeningResolved, executor=None, progress: bool = True) -> 
         prog.start("library")
         from .writers import release_readme
 
-        _assemble_library(output, len(bounds))
+        known[LIBRARY] = _assemble_library(output, len(bounds))
         output.write_text(posixpath.join(output.release, README), release_readme(resolved.sizes, len(bounds)))
         output.write_json(posixpath.join(output.sealed, MANIFEST),
                           build_manifest(output, output.sealed, extra={"world_id": world.id, "bundle": SEALED, "kind": KIND}))
@@ -111,19 +110,25 @@ def build(resolved: ScreeningResolved, executor=None, progress: bool = True) -> 
     }
 
 
-def _assemble_library(output: Output, n_shards: int) -> None:
-    """``library.parquet`` from the shard parts, one row group each, in shard order (streamed:
-    one part in memory at a time; written under .wip and renamed when complete)."""
-    import io
+def _assemble_library(output: Output, n_shards: int) -> tuple[int, str]:
+    """``library.parquet`` from the shard parts, one row group each, in shard order, at the byte
+    level (``writers.concat_parquet``: the parts' column chunks and a footer listing them; one part
+    in memory at a time; written under .wip and renamed when complete).  Returns its (size, SHA-256)."""
+    import hashlib
+
+    from .writers import concat_parquet
 
     path = posixpath.join(output.release, LIBRARY)
     tmp = path + ".wip"
+    digest, size = hashlib.sha256(), 0
     with output.fs.open(tmp, "wb") as handle:
-        writer = None
-        for i in range(n_shards):
-            part = pq.read_table(io.BytesIO(output.read_bytes(posixpath.join(output.work, f"part-{i:05d}.parquet"))))
-            if writer is None:
-                writer = pq.ParquetWriter(handle, part.schema, compression="zstd", compression_level=3)
-            writer.write_table(part, row_group_size=max(1, part.num_rows))
-        writer.close()
+        def write(data) -> None:
+            nonlocal size
+            handle.write(data)
+            digest.update(data)
+            size += len(data)
+
+        concat_parquet((output.read_bytes(posixpath.join(output.work, f"part-{i:05d}.parquet")) for i in range(n_shards)),
+                       write)
     output.fs.mv(tmp, path)
+    return size, digest.hexdigest()

@@ -11,7 +11,7 @@ import yaml
 from ..outputs import Output
 from .bundle import ORACLE, POCKETS, SCORES, SEALED_FORMAT, TOPK, TRUTH, WORLD_CONFIG, top_k_order
 from .config import KIND, ScreeningResolved, world_determining
-from .writers import conformation_ids, parquet_bytes
+from .writers import conformation_id_array, conformation_ids, parquet_bytes
 
 SCORE_COLUMNS = ("id", "score", "structural", "target", "offtarget_penalty", "property_penalty", "hidden")
 
@@ -20,9 +20,8 @@ def write_sealed(output: Output, resolved: ScreeningResolved, components: dict, 
                  pockets: dict) -> None:
     n = resolved.n
     sizes = resolved.sizes
-    ids = conformation_ids(0, n, n)
     table = pa.table({
-        "id": pa.array(ids, type=pa.string()),
+        "id": conformation_id_array(0, n, n),
         "score": scored["score"], "structural": scored["structural"], "target": components["target"],
         "offtarget_penalty": scored["offtarget_penalty"], "property_penalty": scored["property_penalty"],
         "hidden": noise,
@@ -35,7 +34,7 @@ def write_sealed(output: Output, resolved: ScreeningResolved, components: dict, 
     output.write_bytes(posixpath.join(output.sealed, SCORES), parquet_bytes(table))
     top = top_k_order(scored["score"], sizes["top_k"])
     output.write_json(posixpath.join(output.sealed, TOPK), {
-        "format": SEALED_FORMAT, "top_k": sizes["top_k"], "ids": [ids[i] for i in top],
+        "format": SEALED_FORMAT, "top_k": sizes["top_k"], "ids": [conformation_ids(int(i), int(i) + 1, n)[0] for i in top],
         "threshold": float(scored["score"][top[-1]]),
     })
     output.write_json(posixpath.join(output.sealed, POCKETS), {"format": SEALED_FORMAT, **pockets})

@@ -154,6 +154,25 @@ def test_resume_reuses_finished_shards(tmp_path):
     assert calls == [(0, True), (1, False)]
     assert _manifest_hashes(tmp_path / "fresh" / "screening-03") == _manifest_hashes(tmp_path / "resumed" / "screening-03")
 
+    # a shard finished by code that wrote another shard format (its .done record says so, or says
+    # nothing) is rebuilt, not reused: its part or SDF shard may not be what this code writes
+    stale = _load(over, tmp_path / "stale")
+    crashed.clear()
+    sbuild.shard_task = crash_after_first
+    try:
+        with pytest.raises(RuntimeError):
+            build(stale, progress=False)
+        done = tmp_path / "stale" / "screening-03" / ".build" / "shard-00000.done"
+        record = json.loads(done.read_text())
+        assert record.pop("format") == stages.SHARD_FORMAT
+        done.write_text(json.dumps(record))
+        calls.clear()
+        build(stale, progress=False)
+    finally:
+        sbuild.shard_task = real
+    assert calls == [(0, False), (1, False)]
+    assert _manifest_hashes(tmp_path / "fresh" / "screening-03") == _manifest_hashes(tmp_path / "stale" / "screening-03")
+
 
 # ----------------------------------------------------------------------------- chemistry and geometry
 
@@ -381,6 +400,52 @@ def test_pocket_dock_and_repose_kernels_match_twins():
     np.testing.assert_allclose(np.linalg.norm(moved[0] - moved[5]), np.linalg.norm(xyz[0] - xyz[5]))
 
 
+def test_excluded_volume_grid_gives_the_all_pairs_sum_bit_for_bit():
+    """The grid finds every overlapping (sphere, atom) pair and adds them in the all-pairs
+    order (sphere, then atom): the same float as the plain double loop, for poses inside,
+    across and outside the wall, atoms on cell boundaries and non-finite atoms included."""
+    import math
+
+    from kernels.screening_grid import excluded_grid, excluded_overlap, max_cell
+    from pipeline.screening.config import PocketConfig
+    from pipeline.screening.pocket import kernel_args, sample_pocket
+
+    def all_pairs(xyz, excl, radius):
+        overlap = 0.0
+        for e in range(len(excl)):
+            r = float(radius[e])
+            for a in range(len(xyz)):
+                dx, dy, dz = (float(xyz[a, k]) - float(excl[e, k]) for k in range(3))
+                d2 = dx * dx + dy * dy + dz * dz
+                if d2 < r * r:
+                    g = r - math.sqrt(d2)
+                    overlap += g * g
+        return overlap
+
+    rng = np.random.default_rng(11)
+    pocket = kernel_args(sample_pocket(2**127 + 9, "target", PocketConfig()))
+    excl, radius = pocket[4], pocket[5]
+    grid = excluded_grid(excl, radius)
+    n_atoms = 30
+    hits = np.empty(n_atoms * max_cell(grid[3]), dtype=np.int64), np.empty(n_atoms * max_cell(grid[3]))
+    touched = 0
+    for trial in range(400):
+        xyz = rng.normal(0, (1.0, 4.0, 8.0, 14.0)[trial % 4], (n_atoms, 3))
+        if trial % 5 == 0:  # atoms exactly on cell boundaries and exactly at sphere centres
+            xyz[:3] = grid[0] + np.round((xyz[:3] - grid[0]) / grid[1] ** -1) * grid[1] ** -1
+            xyz[3] = excl[trial % len(excl)]
+        if trial % 7 == 0:
+            xyz[4] = np.nan
+        got = excluded_overlap(xyz, 0, n_atoms, excl, radius, *grid, *hits)
+        want = all_pairs(xyz, excl, radius)
+        assert np.float64(got).tobytes() == np.float64(want).tobytes(), (trial, got, want)
+        touched += want > 0
+    assert touched > 100
+    # an empty pocket wall overlaps nothing
+    empty = excluded_grid(np.zeros((0, 3)), np.zeros(0))
+    assert excluded_overlap(xyz, 0, n_atoms, np.zeros((0, 3)), np.zeros(0), *empty, *hits) == 0.0
+
+
 def test_assembly_keeps_synthon_geometry():
     """Each synthon's atoms move rigidly, and the new bond has the probe product's length."""
     from pipeline.screening import fragments, library, stages
@@ -515,23 +580,72 @@ def test_score_and_episode_entry_points(world, tmp_path):
 
 def test_sdf_kernel_matches_twin():
     import gzip as gz
+    import zlib
 
     from kernels.reference.sdf import format_sdf
     from pipeline.screening import fragments, library
     from pipeline.screening.writers import ELEMENTS, SDF_PROGRAM_LINE, sdf_bytes
 
     table = fragments.load_table()
-    plan = library.plan(2**127 + 3, 60, table)
+    # 400 molecules: about 900 kB of text, so the deflate stream has several Huffman blocks
+    plan = library.plan(2**127 + 3, 400, table)
     sp = library.splice(table, plan.synthon)
     rng = np.random.default_rng(0)
     xyz = np.round(rng.normal(0, 8, (int(sp.atom_offset[-1]), 3)), 4)
     xyz[0] = [-0.0, 0.0, -1234.5678]  # signed zero and a wide value format like Python's
+    xyz[1] = [123456.25, -99999.9999, 9.9999]  # wider than the field
     charge = sp.charge.copy()
     charge[[3, 4, 9]] = [1, -1, 2]  # charge lines, including two on one molecule
-    ids = [f"C{i:06d}" for i in range(60)]
+    ids = [f"C{i:06d}" for i in range(400)]
     want = format_sdf(ids, SDF_PROGRAM_LINE, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds, ELEMENTS)
-    got = gz.decompress(sdf_bytes(ids, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds)).decode()
-    assert got == want
+    blob = sdf_bytes(ids, sp.z, charge, sp.atom_offset, xyz, sp.bond_offset, sp.bonds)
+    assert len(want) > 2 * 262144
+    assert gz.decompress(blob).decode() == want
+    # one plain gzip member, zero timestamp; zlib's own inflater agrees, and the stream is compressed
+    assert blob[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    assert zlib.decompress(blob, 31).decode() == want
+    assert len(blob) < len(want) / 3
+    # no molecules: an empty but valid member
+    empty = sdf_bytes([], sp.z[:0], charge[:0], np.zeros(1, dtype=np.int64), xyz[:0], np.zeros(1, dtype=np.int64),
+                      sp.bonds[:0])
+    assert gz.decompress(empty) == b""
+
+
+def test_library_concatenation_is_pyarrows_file_byte_for_byte():
+    """``concat_parquet`` (the parts' bytes and a merged footer) writes exactly the file that
+    ``pq.ParquetWriter`` writes from the parts' tables, one row group each (17 parts: the
+    footer's row-group list takes Thrift's long list header), and pyarrow reads it back."""
+    import io
+
+    from pipeline.screening import fragments, library
+    from pipeline.screening.writers import concat_parquet, parquet_bytes, release_table
+
+    table = fragments.load_table()
+    plan = library.plan(2**127 + 4, 17 * 23, table)
+    rng = np.random.default_rng(2)
+    parts, tables = [], []
+    for k in range(17):
+        lo, hi = k * 23, k * 23 + 23 - (k % 3)  # parts of different sizes
+        sp = library.splice(table, plan.synthon[lo:hi])
+        xyz = np.round(rng.normal(0, 6, (int(sp.atom_offset[-1]), 3)), 4)
+        t = release_table([f"C{i:06d}" for i in range(lo, hi)], sp.smiles, sp.z, sp.atom_offset, xyz)
+        parts.append(parquet_bytes(t))
+        tables.append(t)
+    want = io.BytesIO()
+    writer = None
+    for data in parts:
+        part = pq.read_table(io.BytesIO(data))
+        if writer is None:
+            writer = pq.ParquetWriter(want, part.schema, compression="zstd", compression_level=3)
+        writer.write_table(part, row_group_size=max(1, part.num_rows))
+    writer.close()
+    got = bytearray()
+    concat_parquet(iter(parts), got.extend)
+    assert bytes(got) == want.getvalue()
+    back = pq.read_table(io.BytesIO(bytes(got)))
+    assert back.num_rows == sum(t.num_rows for t in tables)
+    assert back.column("id").to_pylist() == [i for t in tables for i in t.column("id").to_pylist()]
+    assert pq.ParquetFile(io.BytesIO(bytes(got))).metadata.num_row_groups == 17
 
 
 def test_panel_resolves_screening_worlds():
