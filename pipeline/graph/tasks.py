@@ -5,7 +5,8 @@ so it can run on any worker in any order and give the same bytes.
 Tasks (in data-flow order):
   core      population + genotypes (written to the genotype store) + molecule moments
   omics     standardised proteomics / transcriptomics / metabolomics partitions
-  assemble  partitions -> one Parquet file per table (one row group per 10 blocks)
+  encode    a molecular table's row group (10 blocks) -> a Parquet part
+  stitch    a table's parts -> its one Parquet file (pipeline.writers.parquet_stitch)
 """
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:  # annotations only: no import at run time
     from ..model.world import World
 
 OMICS_TABLES = ("proteomics", "transcriptomics", "metabolomics", "proteomics_visit2")
+#: Participant blocks per row group of a molecular table (the file layout; never the chunking).
+ROW_GROUP_BLOCKS = 10
+COPY_CHUNK = 8 << 20
 
 
 def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str) -> list:
@@ -93,6 +97,11 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+def float32_columns(values: np.ndarray) -> np.ndarray:
+    """float64 [rows, columns] -> float32 [columns, rows], C-contiguous (a column's values together)."""
+    return np.ascontiguousarray(values.astype(np.float32).T)
+
+
 def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out_url: str, geno_url: str | None = None) -> dict:
     """Standardised molecular tables for each block, saved as work partitions.
 
@@ -101,7 +110,7 @@ def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out
     population stage.
     """
     output = Output(out_url, world.id)
-    parts = {t: Partitions(output, t) for t in OMICS_TABLES}
+    parts = {t: Partitions(output, column_stage(t)) for t in OMICS_TABLES}
     hashes = {}
     timer = StageTimer()
     for b in block_ids:
@@ -145,83 +154,116 @@ def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out
         tr = measure(world, b, tr, pop, "transcriptomics")
         met = measure(world, b, met, pop, "metabolomics")
         for name, arr in (("proteomics", prot), ("transcriptomics", tr), ("metabolomics", met), ("proteomics_visit2", prot2)):
-            hashes[(name, b)] = parts[name].save(b, _npy_bytes(arr.astype(np.float32)))
+            hashes[(name, b)] = parts[name].save(b, _npy_bytes(float32_columns(arr)))
         timer.lap("molecules_write")
     return {"hashes": hashes, "timing": timer.stats}
 
 
-def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, columns: list,
-                     row_ids: list, dest: str, row_group_blocks: int = 10) -> dict:
-    """Concatenate a table's block partitions into one Parquet file, one row group
-    per ``row_group_blocks`` blocks, and remove the partitions."""
-    import pandas as pd
-    import pyarrow as pa
+def column_stage(table: str) -> str:
+    """Work stage of a molecular table's block partitions: float32 [columns, rows] (column-major)."""
+    return f"columns/{table}"
+
+
+def parquet_part_path(output: Output, table: str, part: int) -> str:
+    return posixpath.join(output.work, "parquet", table, f"g{part:05d}.parquet")
+
+
+def encode_row_group(out_url: str, world_id: str, table: str, part: int, blocks: list, columns: list, row_ids: list,
+                     empty_table: bool = False) -> dict:
+    """Row group ``part`` of a molecular table (its ``blocks``' partitions, ``row_ids`` their
+    rows) encoded as a Parquet file of its own in the work folder, with the layout of its
+    footer beside it (``writers.parquet_stitch``); ``stitch_parquet`` makes the table's file.
+    Holds one row group's float32 values (their Arrow columns are views of them)."""
+    import json
+
     import pyarrow.parquet as pq
 
-    from ..writers.parquet import writer_options
+    from ..writers.parquet import wide_table, writer_options
+    from ..writers.parquet_stitch import footer_span, part_layout
 
     output = Output(out_url, world_id)
     timer = StageTimer()
-    tmp = dest + ".wip"
-    output.makedirs(posixpath.dirname(dest))
-    writer = None
-    offset = 0
-    h = hashlib.sha256()
-    with output.fs.open(tmp, "wb") as raw:
-        fh = _HashingWriter(raw, h)  # the file's SHA-256 as it is written (the manifest's), not read back
-        for g in range(0, n_blocks, row_group_blocks):
-            arrays = []
-            parts = Partitions(output, table)
-            for b in range(g, min(n_blocks, g + row_group_blocks)):
-                data = parts.load(b)
-                if data is None:
-                    raise RuntimeError(f"{table}: partition {b} is missing or corrupt; rerun the build to recompute it")
-                arrays.append(np.load(io.BytesIO(data)))
-            block = np.concatenate(arrays) if arrays else np.empty((0, len(columns)), np.float32)
-            ids = row_ids[offset: offset + len(block)]
-            offset += len(block)
-            df = pd.DataFrame(block, columns=columns, index=pd.Index(ids, name="subject_id", dtype=object))
-            tbl = pa.Table.from_pandas(df, preserve_index=True)
-            if writer is None:
-                writer = pq.ParquetWriter(fh, tbl.schema, **writer_options(tbl.schema))
+    parts = Partitions(output, column_stage(table))
+    values = np.empty((len(columns), len(row_ids)), np.float32)
+    col = 0
+    for b in blocks:
+        data = parts.load(b)
+        if data is None:
+            raise RuntimeError(f"{table}: partition {b} is missing or corrupt; rerun the build to recompute it")
+        block = np.load(io.BytesIO(data))
+        values[:, col:col + block.shape[1]] = block
+        col += block.shape[1]
+        del data, block
+    if col != len(row_ids):
+        raise RuntimeError(f"{table}: row group {part} has {col} rows in its partitions, {len(row_ids)} expected")
+    tbl = wide_table(values, columns, row_ids, empty_table=empty_table)
+    path = parquet_part_path(output, table, part)
+    output.makedirs(posixpath.dirname(path))
+    with output.fs.open(path + ".wip", "wb") as fh:
+        writer = pq.ParquetWriter(fh, tbl.schema, **writer_options(tbl.schema))
+        if blocks:
             writer.write_table(tbl, row_group_size=len(tbl) or 1)
-        if writer is None:
-            df = pd.DataFrame(np.empty((0, len(columns)), np.float32), columns=columns,
-                              index=pd.Index([], name="subject_id", dtype=object))
-            tbl = pa.Table.from_pandas(df, preserve_index=True)
-            writer = pq.ParquetWriter(fh, tbl.schema, **writer_options(tbl.schema))
+        else:  # a table of no block at all: what the single writer wrote for it
             writer.write_table(tbl)
         writer.close()
-    output.fs.mv(tmp, dest)
+    del tbl, values
+    output.fs.mv(path + ".wip", path)
+    size = output.fs.size(path)
+    with output.fs.open(path, "rb") as fh:
+        fh.seek(size - 8)
+        lo, hi = footer_span(fh.read(8), size)
+        fh.seek(lo)
+        footer = fh.read(hi - lo)
+    output.write_text(path + ".layout.json", json.dumps(part_layout(footer)))
     timer.lap("parquet_assemble")
-    return {"table": table, "sha256": h.hexdigest(), "size": fh.size, "path": dest, "timing": timer.stats}
+    return {"table": table, "part": part, "path": path, "timing": timer.stats}
 
 
-class _HashingWriter:
-    """A binary file for pyarrow's ParquetWriter that hashes what it writes (sequential writes only)."""
+def stitch_parquet(out_url: str, world_id: str, table: str, part_paths: list, dest: str) -> dict:
+    """The table's Parquet file from its encoded row groups (``encode_row_group``), in order:
+    their bytes copied and the footer stitched, hashed as written (the manifest's SHA-256,
+    not read back); the parts are removed."""
+    import json
 
-    def __init__(self, raw, h):
-        self._raw, self._h, self.size = raw, h, 0
-        self.closed = False
+    from ..writers.parquet_stitch import MAGIC, footer_span, stitch_footer, trailer
 
-    def write(self, data) -> int:
-        self._h.update(data)
-        n = memoryview(data).nbytes
-        self.size += n
-        self._raw.write(data)
-        return n
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        self._raw.flush()
-
-    def close(self) -> None:
-        self.closed = True  # the raw file is closed by its own context
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
+    output = Output(out_url, world_id)
+    fs = output.fs
+    timer = StageTimer()
+    footers, layouts, bodies = [], [], []
+    for path in part_paths:
+        size = fs.size(path)
+        with fs.open(path, "rb") as fh:
+            fh.seek(size - 8)
+            lo, hi = footer_span(fh.read(8), size)
+            fh.seek(lo)
+            footers.append(fh.read(hi - lo))
+        layouts.append(json.loads(output.read_bytes(path + ".layout.json")))
+        bodies.append((len(MAGIC), lo))
+    tail = trailer(stitch_footer(footers, [hi - lo for lo, hi in bodies], layouts))
+    h = hashlib.sha256(MAGIC)
+    total = len(MAGIC)
+    output.makedirs(posixpath.dirname(dest))
+    with fs.open(dest + ".wip", "wb") as out:
+        out.write(MAGIC)
+        for path, (lo, hi) in zip(part_paths, bodies):
+            with fs.open(path, "rb") as fh:
+                fh.seek(lo)
+                left = hi - lo
+                while left:
+                    chunk = fh.read(min(left, COPY_CHUNK))
+                    if not chunk:
+                        raise RuntimeError(f"{path}: shorter than its footer says")
+                    h.update(chunk)
+                    out.write(chunk)
+                    left -= len(chunk)
+                    total += len(chunk)
+        h.update(tail)
+        out.write(tail)
+        total += len(tail)
+    fs.mv(dest + ".wip", dest)
+    for path in part_paths:
+        output.rm(path)
+        output.rm(path + ".layout.json")
+    timer.lap("parquet_assemble")
+    return {"table": table, "sha256": h.hexdigest(), "size": total, "path": dest, "timing": timer.stats}

@@ -12,9 +12,11 @@ show beside the data.
 """
 from __future__ import annotations
 
+import functools
 import io
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,3 +59,30 @@ def table_bytes(df: pd.DataFrame | pa.Table, row_group_rows: int = ROW_GROUP_ROW
 
 def write_dataframe(output: Any, path: str, df: pd.DataFrame) -> None:
     output.write_bytes(path, table_bytes(df))
+
+
+@functools.lru_cache(maxsize=8)
+def _wide_schema(columns: tuple, index_name: str) -> pa.Schema:
+    """The schema (pandas metadata included) ``pa.Table.from_pandas`` gives a float32
+    frame with these columns and a named index of strings; it depends on no value."""
+    head = pd.DataFrame(np.zeros((1, len(columns)), np.float32), columns=list(columns),
+                        index=pd.Index(["x"], name=index_name, dtype=object))
+    return pa.Table.from_pandas(head, preserve_index=True).schema
+
+
+def wide_table(values: np.ndarray, columns: list, ids: list, index_name: str = "subject_id",
+               empty_table: bool = False) -> pa.Table:
+    """The Arrow table ``pa.Table.from_pandas`` gives for ``DataFrame(values.T, columns=columns,
+    index=Index(ids, name=index_name, dtype=object))`` (NaN read as null), built from
+    ``values`` float32 [columns, rows] (one column's values contiguous) without the frame:
+    each column's buffer is used in place.  ``empty_table``: the whole table has no row,
+    and its schema is the one pandas gives an empty index (a null-typed index column)."""
+    if empty_table:
+        df = pd.DataFrame(np.empty((0, len(columns)), np.float32), columns=columns,
+                          index=pd.Index([], name=index_name, dtype=object))
+        return pa.Table.from_pandas(df, preserve_index=True)
+    schema = _wide_schema(tuple(columns), index_name)
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    arrays = [pa.array(values[j], type=pa.float32(), from_pandas=True) for j in range(len(columns))]
+    arrays.append(pa.array(list(ids), type=pa.string()))
+    return pa.Table.from_arrays(arrays, schema=schema)
