@@ -167,7 +167,7 @@ def encode_omics(b: Build) -> None:
         "protein_mean": coh.protein_mean, "protein_sd": coh.protein_sd,
         "transcript_mean": coh.transcript_mean, "transcript_sd": coh.transcript_sd,
         "metabolite_mean": coh.metabolite_mean, "metabolite_sd": coh.metabolite_sd,
-        "measure": measurement.apply,
+        "measure": measurement.released,
         "special_moments": coh.extras["special_moments"],
         "t9_moments": (measurement.t9_moments(world, coh.proteins[world.roles.decoys["T9"]], coh.pop["centre"])
                        if world.t9_centre is not None else None),

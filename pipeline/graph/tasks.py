@@ -97,22 +97,33 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def float32_columns(values: np.ndarray) -> np.ndarray:
-    """float64 [rows, columns] -> float32 [columns, rows], C-contiguous (a column's values together)."""
-    return np.ascontiguousarray(values.astype(np.float32).T)
+def _standardised(raw: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """(raw - mean) / sd, written over ``raw`` (the block's raw values are not needed after)."""
+    from kernels.omics import standardise
+
+    standardise(raw, np.ascontiguousarray(mean, dtype=np.float64), np.ascontiguousarray(sd, dtype=np.float64), raw)
+    return raw
 
 
 def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out_url: str, geno_url: str | None = None) -> dict:
-    """Standardised molecular tables for each block, saved as work partitions.
+    """Standardised molecular tables for each block, saved as work partitions (float32
+    [columns, rows]: ``shared["measure"]``, ``modalities.measurement.released``).
 
     ``shared`` holds the population moments; ``per_block[b]`` the block's special
     protein values, visit-2 rows and measurement-process details computed by the
-    population stage.
+    population stage.  One table's values at a time: each is released and saved
+    before the next is made.
     """
     output = Output(out_url, world.id)
     parts = {t: Partitions(output, column_stage(t)) for t in OMICS_TABLES}
     hashes = {}
     timer = StageTimer()
+    measure = shared["measure"]
+    role_of = {p: role for role, p in world.special_proteins().items()}
+
+    def save(name, b, columns):
+        hashes[(name, b)] = parts[name].save(b, _npy_bytes(columns))
+
     for b in block_ids:
         if all(parts[t].load(b) is not None for t in OMICS_TABLES):
             timer.count("reused_partitions")
@@ -130,31 +141,33 @@ def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out
             hap = molecules.haplotypes(world, b)
             dosage = hap[:, 0, :] + hap[:, 1, :]
         mol = molecules.BlockMolecules(world, b, pop, dosage)
-        prot = (mol.proteins_raw() - shared["protein_mean"]) / shared["protein_sd"]
-        for p, vals in ctx["special"].items():
-            prot[:, p] = vals
-        tr = (mol.transcripts_raw() - shared["transcript_mean"]) / shared["transcript_sd"]
-        for p, vals in ctx["special_tr"].items():
-            tr[:, p] = vals
-        met = (mol.metabolites_raw() - shared["metabolite_mean"]) / shared["metabolite_sd"]
         rows = ctx["visit2_rows"]
         prot2_raw, r2 = mol.proteins_visit2_raw(rows, ctx["visit2_years"], ctx["visit2_bmi"])
         prot2 = (prot2_raw - shared["protein_mean"]) / shared["protein_sd"]
-        role_of = {p: role for role, p in world.special_proteins().items()}
         for p, path in ctx["special_v2_path"].items():
             g = mol.genotypes(world.protein_cis[[p]])[rows, 0]
             raw2 = special_raw(world, role_of[p], p, prot2_raw[:, p], r2[:, p], ctx["special_v2_eps"][p], g, path)[0]
             mean, sd = shared["special_moments"][p]
             prot2[:, p] = (raw2 - mean) / sd
+        del prot2_raw, r2
+        prot = _standardised(mol.proteins_raw(), shared["protein_mean"], shared["protein_sd"])
+        for p, vals in ctx["special"].items():
+            prot[:, p] = vals
         timer.lap("molecules")
-        measure = shared["measure"]
-        prot = measure(world, b, prot, pop, "proteomics", t9=shared.get("t9_moments"))
-        prot2 = measure(world, b, prot2, {k: v[rows] for k, v in pop.items()}, "proteomics_visit2", rows=rows,
-                        t9=shared.get("t9_moments"))
-        tr = measure(world, b, tr, pop, "transcriptomics")
-        met = measure(world, b, met, pop, "metabolomics")
-        for name, arr in (("proteomics", prot), ("transcriptomics", tr), ("metabolomics", met), ("proteomics_visit2", prot2)):
-            hashes[(name, b)] = parts[name].save(b, _npy_bytes(float32_columns(arr)))
+        save("proteomics", b, measure(world, b, prot, pop, "proteomics", t9=shared.get("t9_moments")))
+        save("proteomics_visit2", b, measure(world, b, prot2, {k: v[rows] for k, v in pop.items()}, "proteomics_visit2",
+                                             rows=rows, t9=shared.get("t9_moments")))
+        del prot, prot2
+        timer.lap("molecules_write")
+        tr = _standardised(mol.transcripts_raw(), shared["transcript_mean"], shared["transcript_sd"])
+        for p, vals in ctx["special_tr"].items():
+            tr[:, p] = vals
+        met = _standardised(mol.metabolites_raw(), shared["metabolite_mean"], shared["metabolite_sd"])
+        del mol
+        timer.lap("molecules")
+        save("transcriptomics", b, measure(world, b, tr, pop, "transcriptomics"))
+        save("metabolomics", b, measure(world, b, met, pop, "metabolomics"))
+        del tr, met
         timer.lap("molecules_write")
     return {"hashes": hashes, "timing": timer.stats}
 
