@@ -64,9 +64,9 @@ def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str)
             genozarr.write_sample_block(geno_url, lo, to_variant_major(hap))
             timer.lap("genotype_zarr")
         dosage = hap[:, 0, :] + hap[:, 1, :]
+        del hap
         mol = molecules.BlockMolecules(world, b, pop, dosage)
         prot = mol.proteins_raw()
-        tr = mol.transcripts_raw()
         poly = molecules.dot(molecules.standardised_genotypes(world, dosage, world.polygenic_variants), world.polygenic_effects[:, None])[:, 0]
         rec = dict(
             block=b, pop=pop,
@@ -75,14 +75,20 @@ def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str)
             g_direct=molecules.standardised_genotypes(world, dosage, np.array([world.direct_variant]))[:, 0],
             g_poly=poly,
             m_prot=molecules.moments(prot),
+        )
+        del prot
+        tr = mol.transcripts_raw()  # one table's values at a time
+        rec.update(
             m_tr=molecules.moments(tr),
-            m_met=molecules.moments(mol.metabolites_raw()),
             # what the bias equations replace the ordinary value with needs the
             # residual draws, and their transcripts the transcript's own part
             special_resid=mol.protein_resid[:, special],
             special_tr_own=tr[:, special] - world.transcript_concordance[special] * mol.protein_bio[:, special],
             t4_abundance=mol.t4_abundance_raw() if world.t4_coregulated else None,
         )
+        del tr
+        rec["m_met"] = molecules.moments(mol.metabolites_raw())
+        del mol, dosage
         timer.lap("molecules")
         parts.save(b, pickle.dumps(rec, protocol=5))
         timer.lap("work_partitions")
@@ -140,7 +146,9 @@ def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out
         else:
             hap = molecules.haplotypes(world, b)
             dosage = hap[:, 0, :] + hap[:, 1, :]
+            del hap
         mol = molecules.BlockMolecules(world, b, pop, dosage)
+        del dosage  # held by the block's molecules from here
         rows = ctx["visit2_rows"]
         prot2_raw, r2 = mol.proteins_visit2_raw(rows, ctx["visit2_years"], ctx["visit2_bmi"])
         prot2 = (prot2_raw - shared["protein_mean"]) / shared["protein_sd"]
