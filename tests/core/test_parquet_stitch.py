@@ -86,6 +86,13 @@ def test_wide_table_is_what_from_pandas_gives():
     (x, ids), = _groups((300,))
     a, b = wide_table(np.ascontiguousarray(x.T), COLUMNS, ids), _frame_table(x, ids)
     assert a.equals(b) and a.schema.equals(b.schema, check_metadata=True)
+    for columns in (["PROT_0000"], [f"TRANS_{j:04d}" for j in range(2941)]):  # the schema is built from a template
+        df = pd.DataFrame(np.ones((2, len(columns)), np.float32), columns=columns,
+                          index=pd.Index(["SUBJ_1", "SUBJ_2"], name="subject_id", dtype=object))
+        want = pa.Table.from_pandas(df, preserve_index=True)
+        got = wide_table(np.ones((len(columns), 2), np.float32), columns, ["SUBJ_1", "SUBJ_2"])
+        assert got.equals(want) and got.schema.equals(want.schema, check_metadata=True)
+        assert got.schema.metadata == want.schema.metadata
 
 
 def test_every_reader_reads_the_stitched_file(tmp_path):
