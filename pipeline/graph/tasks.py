@@ -107,7 +107,7 @@ def _standardised(raw: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarr
     """(raw - mean) / sd, written over ``raw`` (the block's raw values are not needed after)."""
     from kernels.omics import standardise
 
-    standardise(raw, np.ascontiguousarray(mean, dtype=np.float64), np.ascontiguousarray(sd, dtype=np.float64), raw)
+    standardise(raw, molecules.kernel_array(mean), molecules.kernel_array(sd), raw)
     return raw
 
 

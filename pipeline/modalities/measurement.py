@@ -85,6 +85,8 @@ def released(world: World, b: int, values: np.ndarray, pop: dict, table: str, ro
     ``values`` (float64 [rows, columns]) is the caller's scratch: it may be changed."""
     from kernels.omics import released_columns
 
+    from .molecules import kernel_array
+
     lo, hi = world.block_range(b)
     n_block = hi - lo
     r = world.roles
@@ -114,6 +116,6 @@ def released(world: World, b: int, values: np.ndarray, pop: dict, table: str, ro
             values[lab] = values[lab] * molar_mass / 10.0
         values = np.round(values, 4)
     out = np.empty((values.shape[1], len(rows)), np.float32)
-    released_columns(np.ascontiguousarray(values, dtype=np.float64), seeds.stream(world.seed, streams.MISSING.format(table=table), b),
-                     n_block, rows, np.ascontiguousarray(threshold, dtype=np.float64), out)
+    released_columns(kernel_array(values), seeds.stream(world.seed, streams.MISSING.format(table=table), b), n_block,
+                     kernel_array(rows, np.int64), kernel_array(threshold), out)
     return out

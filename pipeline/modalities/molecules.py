@@ -40,6 +40,16 @@ def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return ordered_dot(a, b)
 
 
+def kernel_array(a, dtype=np.float64) -> np.ndarray:
+    """``a`` as a kernel takes it: C-contiguous, writeable, of ``dtype`` (copied only when it
+    is not; arrays unpickled on a worker can be read-only, a type of their own to Numba,
+    which would compile every kernel again for them)."""
+    a = np.asarray(a)
+    if a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable:
+        return a
+    return np.array(a, dtype=dtype, order="C", copy=True)
+
+
 def normals(rng, shape: tuple) -> np.ndarray:
     """``rng.standard_normal(shape)`` (2-D), drawn by a kernel (the same values, faster)."""
     from kernels.omics import fill_normal
@@ -109,11 +119,9 @@ def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray
     for j, (p, _) in enumerate(noise):
         adjust_col[p] = j
     adjust = np.column_stack([v for _, v in noise]) if noise else np.zeros((n, 0))
-    pathway_sums(np.ascontiguousarray(raw), adjust_col, np.ascontiguousarray(adjust, dtype=np.float64),
-                 np.ascontiguousarray(pw.extra, dtype=np.float64), np.ascontiguousarray(extra, dtype=np.float64),
-                 np.ascontiguousarray(pw.direct, dtype=np.float64), np.ascontiguousarray(g),
-                 np.ascontiguousarray(terms), (pw.direct_variant >= 0).astype(np.uint8), indptr, feeders, coef,
-                 np.ascontiguousarray(pw.late_k, dtype=np.float64), late_coef, k, late)
+    pathway_sums(kernel_array(raw), adjust_col, kernel_array(adjust), kernel_array(pw.extra), kernel_array(extra),
+                 kernel_array(pw.direct), kernel_array(g), kernel_array(terms), (pw.direct_variant >= 0).astype(np.uint8),
+                 indptr, feeders, coef, kernel_array(pw.late_k), late_coef, k, late)
     return k, late
 
 
@@ -144,9 +152,9 @@ def add_pathways(world, raw: np.ndarray, bio: np.ndarray, k: np.ndarray, late: n
     for a in (raw, bio):
         if not (a.flags.c_contiguous and a.flags.writeable):
             raise ValueError("add_pathways updates C-contiguous arrays in place")
-    add_paths(raw, bio, np.ascontiguousarray(k), np.ascontiguousarray(late), followers.astype(np.int64),
+    add_paths(raw, bio, kernel_array(k), kernel_array(late), kernel_array(followers, np.int64),
               pw.follows[followers].astype(np.int64), (pw.follower_kind[followers] != BASELINE).astype(np.uint8),
-              np.ascontiguousarray(pw.follower_loading, dtype=np.float64))
+              kernel_array(pw.follower_loading))
 
 
 def residual_scale(world) -> np.ndarray:
@@ -163,7 +171,7 @@ class BlockMolecules:
 
     def __init__(self, world, b: int, pop: dict, dosage: np.ndarray):
         self.world, self.b, self.pop = world, b, pop
-        self.dosage = np.ascontiguousarray(dosage, dtype=np.int8)
+        self.dosage = kernel_array(dosage, np.int8)
         n = dosage.shape[0]
         F = world.protein_loadings.shape[1]
         s = world.seed
@@ -191,8 +199,8 @@ class BlockMolecules:
 
         w, n = self.world, self.dosage.shape[0]
         pw, M = w.pathways, self._n_pathways()
-        f64 = (lambda a: np.ascontiguousarray(a, dtype=np.float64))
-        i64 = (lambda a: np.ascontiguousarray(a, dtype=np.int64))
+        f64 = kernel_array
+        i64 = (lambda a: kernel_array(a, np.int64))
         if M:
             noise = list(self.anchor_assay_noise().items())
             adjust_col = np.full(w.n_proteins, -1, dtype=np.int64)
@@ -241,12 +249,10 @@ class BlockMolecules:
         from kernels.omics import molecule_bio_scaled
 
         out = np.empty((dosage.shape[0], len(cis)))
-        molecule_bio_scaled(dosage, self.gmean, self.ginv, np.ascontiguousarray(cis, dtype=np.int64),
-                            np.ascontiguousarray(cis_coef, dtype=np.float64), np.ascontiguousarray(master, dtype=np.int64),
-                            float(TRANS_EFFECT), np.ascontiguousarray(factors), np.ascontiguousarray(loadings),
-                            np.ascontiguousarray(resid),
-                            np.ones(0) if resid_scale is None else np.ascontiguousarray(resid_scale, dtype=np.float64),
-                            float(PROTEIN_RESIDUAL), out)
+        molecule_bio_scaled(kernel_array(dosage, np.int8), self.gmean, self.ginv, kernel_array(cis, np.int64),
+                            kernel_array(cis_coef), kernel_array(master, np.int64), float(TRANS_EFFECT),
+                            kernel_array(factors), kernel_array(loadings), kernel_array(resid),
+                            np.ones(0) if resid_scale is None else kernel_array(resid_scale), float(PROTEIN_RESIDUAL), out)
         return out
 
     @staticmethod
@@ -255,8 +261,7 @@ class BlockMolecules:
         from kernels.omics import add_covariate_terms
 
         out = np.empty_like(base)
-        add_covariate_terms(np.ascontiguousarray(base), np.ascontiguousarray(x, dtype=np.float64),
-                            np.ascontiguousarray(coef, dtype=np.float64), out)
+        add_covariate_terms(kernel_array(base), kernel_array(x), kernel_array(coef), out)
         return out
 
     def genotypes(self, columns: np.ndarray) -> np.ndarray:
@@ -285,11 +290,11 @@ class BlockMolecules:
         w, s, b = self.world, self.world.seed, self.b
         out = np.empty_like(self.protein_bio)
         transcripts(seeds.stream(s, streams.TRANSCRIPT_RESIDUAL, b), self.dosage, self.gmean, self.ginv,
-                    np.ascontiguousarray(w.protein_cis, dtype=np.int64), np.ascontiguousarray(w.transcript_cis, dtype=np.float64),
-                    np.ascontiguousarray(w.transcript_master, dtype=np.int64), float(TRANS_EFFECT), self.factors,
-                    np.ascontiguousarray(w.transcript_loadings, dtype=np.float64), float(PROTEIN_RESIDUAL),
-                    self.protein_bio, np.ascontiguousarray(w.transcript_concordance, dtype=np.float64), self._covariates(),
-                    np.ascontiguousarray(w.transcript_cov, dtype=np.float64), out)
+                    kernel_array(w.protein_cis, np.int64), kernel_array(w.transcript_cis),
+                    kernel_array(w.transcript_master, np.int64), float(TRANS_EFFECT), self.factors,
+                    kernel_array(w.transcript_loadings), float(PROTEIN_RESIDUAL),
+                    self.protein_bio, kernel_array(w.transcript_concordance), self._covariates(),
+                    kernel_array(w.transcript_cov), out)
         return out
 
     def metabolites_raw(self) -> np.ndarray:
