@@ -178,26 +178,18 @@ def encode_omics(b: Build) -> None:
                          key=f"omics-{world.id}") for grp in b.groups]
     for res in ex.gather(futures):
         merge(b.timings, res["timing"])
-    ids = world.subject_ids()
-    column_sets = {
-        "proteomics": world.protein_ids, "proteomics_visit2": world.protein_ids,
-        "transcriptomics": world.transcript_ids, "metabolomics": world.metabolite_ids,
-    }
-    # rows of each block in each table: every participant, or the visit-2 attendees
-    edges = np.array([world.block_range(k)[0] for k in range(world.n_blocks)] + [world.n], dtype=np.int64)
-    v2_edges = np.concatenate([[0], np.cumsum(np.add.reduceat(coh.visit2.astype(np.int64), edges[:-1]))]) if world.n_blocks else edges
-    v2_ids = ids[coh.visit2]
+    # the participants of each block in each table: every one, or the visit-2 attendees
+    v2_rows = np.flatnonzero(coh.visit2)
     b.assemble_futures = []
     for t in OMICS_TABLES:
-        row_edges, row_ids = (v2_edges, v2_ids) if t == "proteomics_visit2" else (edges, ids)
-        empty = len(row_ids) == 0
+        rows = v2_rows if t == "proteomics_visit2" else np.arange(world.n, dtype=np.int64)
         starts = range(0, world.n_blocks, ROW_GROUP_BLOCKS) if world.n_blocks else [0]
         for part, g in enumerate(starts):
             blocks = list(range(g, min(world.n_blocks, g + ROW_GROUP_BLOCKS)))
-            rows = list(row_ids[row_edges[g]:row_edges[g + len(blocks)]]) if blocks else []
-            b.assemble_futures.append(
-                ex.submit(encode_row_group, b.cfg.out, world.id, t, part, blocks, column_sets[t], rows, empty,
-                          key=f"encode-{world.id}-{t}-{part}"))
+            lo, hi = (world.block_range(blocks[0])[0], world.block_range(blocks[-1])[1]) if blocks else (0, 0)
+            group = rows[np.searchsorted(rows, lo):np.searchsorted(rows, hi)]
+            b.assemble_futures.append(ex.submit(encode_row_group, b.world_f, b.cfg.out, t, part, blocks, group, not len(rows),
+                                                key=f"encode-{world.id}-{t}-{part}"))
 
 
 def encode_vcf(b: Build) -> None:

@@ -189,12 +189,19 @@ def parquet_part_path(output: Output, table: str, part: int) -> str:
     return posixpath.join(output.work, "parquet", table, f"g{part:05d}.parquet")
 
 
-def encode_row_group(out_url: str, world_id: str, table: str, part: int, blocks: list, columns: list, row_ids: list,
+def table_columns(world: World, table: str) -> list:
+    """A molecular table's column names."""
+    return world.metabolite_ids if table == "metabolomics" else (
+        world.transcript_ids if table == "transcriptomics" else world.protein_ids)
+
+
+def encode_row_group(world: World, out_url: str, table: str, part: int, blocks: list, rows: np.ndarray,
                      empty_table: bool = False) -> dict:
-    """Row group ``part`` of a molecular table (its ``blocks``' partitions, ``row_ids`` their
-    rows) encoded as a Parquet file of its own in the work folder, with the layout of its
-    footer beside it (``writers.parquet_stitch``); ``stitch_parquet`` makes the table's file.
-    Holds one row group's float32 values (their Arrow columns are views of them)."""
+    """Row group ``part`` of a molecular table (its ``blocks``' partitions, ``rows`` the
+    participants they hold, in order) encoded as a Parquet file of its own in the work
+    folder, with the layout of its footer beside it (``writers.parquet_stitch``);
+    ``stitch_parquet`` makes the table's file.  Holds one row group's float32 values (their
+    Arrow columns are views of them)."""
     import json
 
     import pyarrow.parquet as pq
@@ -202,9 +209,12 @@ def encode_row_group(out_url: str, world_id: str, table: str, part: int, blocks:
     from ..writers.parquet import wide_table, writer_options
     from ..writers.parquet_stitch import footer_span, part_layout
 
-    output = Output(out_url, world_id)
+    output = Output(out_url, world.id)
     timer = StageTimer()
     parts = Partitions(output, column_stage(table))
+    columns = table_columns(world, table)
+    width = world.subject_width
+    row_ids = [f"SUBJ_{int(i):0{width}d}" for i in rows]  # world.subject_ids()[rows]
     values = np.empty((len(columns), len(row_ids)), np.float32)
     col = 0
     for b in blocks:

@@ -152,3 +152,44 @@ def test_not_parquet_is_refused():
         stitch([b"PAR1" + b"\0" * 20])
     with pytest.raises(StitchError):
         stitch([])
+
+
+@pytest.mark.parametrize("visit2", [False, True])
+def test_the_tasks_write_what_the_single_writer_wrote(tmp_path, visit2):
+    """``encode_row_group`` on each group of ten blocks' partitions and ``stitch_parquet``
+    give the file (and its SHA-256 and size, as written) that one ParquetWriter gave for the
+    whole table, row group by row group; the parts are removed."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from pipeline.graph.partitions import Partitions
+    from pipeline.graph.tasks import ROW_GROUP_BLOCKS, _npy_bytes, column_stage, encode_row_group, stitch_parquet
+    from pipeline.outputs import Output
+
+    n_blocks, block = 23, 40
+    world = SimpleNamespace(id="w", subject_width=5, protein_ids=COLUMNS, n=n_blocks * block)
+    rng = np.random.default_rng(3)
+    keep = rng.random(world.n) < (0.2 if visit2 else 2.0)
+    table = "proteomics_visit2" if visit2 else "proteomics"
+    output = Output(str(tmp_path), world.id)
+    parts = Partitions(output, column_stage(table))
+    blocks = []
+    for b in range(n_blocks):
+        rows = np.flatnonzero(keep[b * block:(b + 1) * block]) + b * block
+        x = rng.standard_normal((len(rows), len(COLUMNS))).astype(np.float32)
+        x[rng.random(x.shape) < 0.02] = np.nan
+        parts.save(b, _npy_bytes(np.ascontiguousarray(x.T)))
+        blocks.append((rows, x))
+    tables, results = [], []
+    for part, g in enumerate(range(0, n_blocks, ROW_GROUP_BLOCKS)):
+        group = blocks[g:g + ROW_GROUP_BLOCKS]
+        rows = np.concatenate([r for r, _ in group])
+        x = np.concatenate([v for _, v in group])
+        tables.append(_frame_table(x, [f"SUBJ_{i:05d}" for i in rows]))
+        results.append(encode_row_group(world, str(tmp_path), table, part, list(range(g, g + len(group))), rows))
+    dest = output.release + "/" + table + ".parquet"
+    res = stitch_parquet(str(tmp_path), world.id, table, [r["path"] for r in results], dest)
+    data = open(dest, "rb").read()
+    assert data == _single_writer(tables)
+    assert (res["size"], res["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
+    assert not any(p.suffix in (".parquet", ".json") for p in (tmp_path / "w" / ".build").rglob("*") if p.is_file())
