@@ -98,9 +98,14 @@ def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str)
 
 
 def _npy_bytes(arr: np.ndarray) -> bytes:
+    """``np.save``'s bytes of a C-contiguous array (its header, then its memory: one copy)."""
     buf = io.BytesIO()
-    np.save(buf, arr, allow_pickle=False)
-    return buf.getvalue()
+    np.lib.format.write_array_header_1_0(buf, np.lib.format.header_data_from_array_1_0(arr))
+    if not arr.flags.c_contiguous or buf.tell() % 64:  # what np.save would write otherwise
+        buf = io.BytesIO()
+        np.save(buf, arr, allow_pickle=False)
+        return buf.getvalue()
+    return b"".join((buf.getvalue(), arr.data))
 
 
 def _standardised(raw: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:

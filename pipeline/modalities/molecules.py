@@ -73,16 +73,19 @@ def standardised_genotypes(world, dosage: np.ndarray, columns: np.ndarray) -> np
     return (dosage[:, columns] - 2.0 * q) / np.sqrt(2.0 * q * (1.0 - q))
 
 
-def coregulate(world, resid: np.ndarray, noise: np.ndarray) -> np.ndarray:
+def coregulate(world, resid: np.ndarray, noise: np.ndarray, in_place: bool = False) -> np.ndarray:
     """Residuals with each co-regulated pair's shared abundance: member m gets
     sqrt(s) x the anchor's draw + sqrt(1 - s) x its own draw, the anchor the same
-    shared draw + sqrt(1 - s) x ``noise`` (one column per pair)."""
+    shared draw + sqrt(1 - s) x ``noise`` (one column per pair).  ``in_place``: ``resid``
+    may be overwritten (it is, when no protein is both an anchor and a member, nor in
+    two pairs: then every column is read before it is written)."""
     pairs = world.coregulated
     if not len(pairs):
         return resid
     a, m = pairs[:, 0], pairs[:, 1]
     shared, own = np.sqrt(COREGULATED_SHARED), np.sqrt(1.0 - COREGULATED_SHARED)
-    out = resid.copy()
+    apart = len(np.unique(pairs)) == pairs.size
+    out = resid if in_place and apart else resid.copy()
     out[:, m] = shared * resid[:, a] + own * resid[:, m]
     out[:, a] = shared * resid[:, a] + own * noise
     return out
@@ -181,7 +184,7 @@ class BlockMolecules:
         self.factors = normals(seeds.stream(s, streams.FACTORS, b), (n, F))
         self.pair_noise = normals(seeds.stream(s, streams.COREGULATED_RESIDUAL, b), (n, len(world.coregulated)))
         self.protein_resid = coregulate(world, normals(seeds.stream(s, streams.PROTEIN_RESIDUAL, b), (n, world.n_proteins)),
-                                        self.pair_noise)
+                                        self.pair_noise, in_place=True)
         self.pathway_eps = normals(seeds.stream(s, streams.PATHWAY_RESIDUAL, b), (n, self._n_pathways()))
         # the protein's biological part (everything but the covariate terms), the raw value, and
         # the pathways' values and their followers' shares (kernels.omics.proteins, row by row)
@@ -323,7 +326,7 @@ class BlockMolecules:
         r_new = np.empty((len(rows), w.n_proteins))
         normal_rows(seeds.stream(s, streams.PROTEIN_RESIDUAL_VISIT2, b), n, rows, r_new)
         noise = normals(seeds.stream(s, streams.COREGULATED_RESIDUAL_VISIT2, b), (n, len(w.coregulated)))
-        r_new = coregulate(w, r_new, noise[rows])
+        r_new = coregulate(w, r_new, noise[rows], in_place=True)
         k1 = VISIT2_FACTOR_CARRY
         k2 = np.full(w.n_proteins, VISIT2_RESID_CARRY) if w.pathways is None else w.pathways.visit2_carry
         f2 = k1 * self.factors[rows] + np.sqrt(1 - k1 * k1) * f_new[rows]
