@@ -209,6 +209,7 @@ def encode_row_group(world: World, out_url: str, table: str, part: int, blocks: 
     Arrow columns are views of them)."""
     import json
 
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..writers.parquet import wide_table, writer_options
@@ -235,7 +236,9 @@ def encode_row_group(world: World, out_url: str, table: str, part: int, blocks: 
     tbl = wide_table(values, columns, row_ids, empty_table=empty_table)
     path = parquet_part_path(output, table, part)
     output.makedirs(posixpath.dirname(path))
-    with output.fs.open(path + ".wip", "wb") as fh:
+    # a local file through Arrow's own file (a Python file object costs ~20 % more CPU)
+    sink = pa.OSFile(path + ".wip", "wb") if output.protocol in ("file", "local") else output.fs.open(path + ".wip", "wb")
+    with sink as fh:
         writer = pq.ParquetWriter(fh, tbl.schema, **writer_options(tbl.schema))
         if blocks:
             writer.write_table(tbl, row_group_size=len(tbl) or 1)

@@ -49,28 +49,33 @@ class StitchError(ValueError):
     """A part that cannot be stitched (not Parquet, or with structures stored after the row groups)."""
 
 
+_INTS = frozenset((_I16, _I32, _I64))
+_BOOLS = frozenset((_TRUE, _FALSE))
+
+
 class _Reader:
-    """Walks Thrift compact-protocol bytes; values it does not need are skipped."""
+    """Walks Thrift compact-protocol bytes; values it does not need are skipped.  Reading
+    past the end raises IndexError (``part_layout`` reports a truncated footer)."""
 
     def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
+        self.data, self.pos = bytes(data), 0
 
     def byte(self) -> int:
-        try:
-            b = self.data[self.pos]
-        except IndexError:
-            raise StitchError("Parquet footer: truncated") from None
+        b = self.data[self.pos]
         self.pos += 1
         return b
 
     def varint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self.byte()
+        data, pos = self.data, self.pos
+        b = data[pos]
+        value, shift = b & 0x7F, 7
+        while b & 0x80:
+            pos += 1
+            b = data[pos]
             value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
             shift += 7
+        self.pos = pos + 1
+        return value
 
     def zigzag(self) -> int:
         v = self.varint()
@@ -90,35 +95,49 @@ class _Reader:
         return head & 0x0F, (self.varint() if size == 15 else size)
 
     def skip(self, kind: int) -> None:
-        if kind in (_TRUE, _FALSE):  # a bool field's value is in its header (in a list: one byte)
+        data = self.data
+        if kind in _INTS:
+            pos = self.pos
+            while data[pos] & 0x80:
+                pos += 1
+            self.pos = pos + 1
+        elif kind in _BOOLS:  # a bool field's value is in its header
             return
-        if kind == _BYTE:
-            self.pos += 1
-        elif kind in (_I16, _I32, _I64):
-            self.varint()
-        elif kind == _DOUBLE:
-            self.pos += 8
         elif kind == _BINARY:
             n = self.varint()
             self.pos += n
+        elif kind == _STRUCT:
+            last = 0
+            while True:
+                head = data[self.pos]
+                self.pos += 1
+                if head == _STOP:
+                    return
+                if not head >> 4:
+                    self.zigzag()  # a field id of its own
+                k = head & 0x0F
+                if k in _INTS:
+                    pos = self.pos
+                    while data[pos] & 0x80:
+                        pos += 1
+                    self.pos = pos + 1
+                elif k not in _BOOLS:
+                    self.skip(k)
         elif kind in (_LIST, _SET):
             elem, size = self.list_header()
-            if elem in (_TRUE, _FALSE):
+            if elem in _BOOLS:  # in a list a bool is one byte
                 self.pos += size
             else:
                 for _ in range(size):
                     self.skip(elem)
-        elif kind == _STRUCT:
-            last = 0
-            while True:
-                last, k = self.field(last)
-                if k == _STOP:
-                    return
-                self.skip(k)
+        elif kind == _BYTE:
+            self.pos += 1
+        elif kind == _DOUBLE:
+            self.pos += 8
         else:
             raise StitchError(f"Parquet footer: Thrift type {kind} is not expected in a FileMetaData")
-        if self.pos > len(self.data):
-            raise StitchError("Parquet footer: truncated")
+        if self.pos > len(data):
+            raise IndexError("past the end")
 
 
 def _refuse(where: str, fid: int) -> None:
@@ -128,12 +147,14 @@ def _refuse(where: str, fid: int) -> None:
 
 
 def _column_meta(r: _Reader, patches: list) -> None:
+    refused = _REFUSED["meta"]
     last = 0
     while True:
         last, kind = r.field(last)
         if kind == _STOP:
             return
-        _refuse("meta", last)
+        if last in refused:
+            _refuse("meta", last)
         if last in _CMD_OFFSETS:
             _patch(r, kind, PATCH_OFFSET, patches)
         else:
@@ -159,7 +180,8 @@ def _column_chunk(r: _Reader, patches: list) -> None:
         last, kind = r.field(last)
         if kind == _STOP:
             return
-        _refuse("column", last)
+        if last in _REFUSED["column"]:
+            _refuse("column", last)
         if last == _CC_META:
             _column_meta(r, patches)
         elif last == _CC_FILE_OFFSET:
@@ -189,6 +211,13 @@ def part_layout(footer: bytes) -> dict:
     row count), ``num_rows`` and its field header, the row groups' list header, each row
     group's byte span, ``patches`` ([start, end, kind, value]) and ``tail`` (the fields
     after the row groups and the struct's end).  Plain lists and ints (JSON-able)."""
+    try:
+        return _layout(footer)
+    except IndexError:
+        raise StitchError("Parquet footer: truncated") from None
+
+
+def _layout(footer: bytes) -> dict:
     r = _Reader(footer)
     last, spans, out = 0, {}, {"row_groups": [], "patches": []}
     patches: list = []
