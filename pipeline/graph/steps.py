@@ -6,11 +6,12 @@ partitions -> finalise, each a function of the build's state (:class:`Build`):
     encode_core   partitions of participant blocks: population, haplotypes (into the
                   genotype store), molecule moments
     population    latent disease, deaths, visit 2 (one process: population-wide sums)
-    encode_omics  partitions of the molecular tables, then one Parquet file per table
+    encode_omics  partitions of the molecular tables, then their Parquet row groups
     encode_vcf    the VCF, chunk by chunk, from the genotype store
     clinical      the clinical tables and the data dictionary
     imaging       the images and the baseline phenotype (``graph.imaging``)
-    finalise      the molecular tables assembled, the sealed bundle, the release
+    finalise      each molecular table's row groups stitched into its one Parquet file, the
+                  sealed bundle, the release
                   manifest last (a release without it is incomplete)
 
 Every value depends only on (seed, stream, block): the partitioning, the worker
@@ -40,7 +41,7 @@ from ..writers.parquet import table_bytes
 from .executor import windowed_map
 from .partitions import block_groups
 from .progress import Progress, merge
-from .tasks import OMICS_TABLES, assemble_parquet, core_task, omics_task
+from .tasks import OMICS_TABLES, ROW_GROUP_BLOCKS, core_task, encode_row_group, omics_task, stitch_parquet
 
 GENOTYPE_STORE_READY = "genotype_store.ok"
 
@@ -158,14 +159,15 @@ def _per_block_context(world: World, coh, v2cov: dict) -> dict:
 
 
 def encode_omics(b: Build) -> None:
-    """The molecular partitions; their assembly into Parquet files is submitted and
-    gathered by :func:`finalise`, so it overlaps the steps in between."""
+    """The molecular partitions, then their Parquet row groups (one task each, of fixed
+    size): submitted here and gathered by :func:`finalise`, which stitches each table's
+    file, so the encoding overlaps the steps in between."""
     world, coh, ex = b.world, b.cohort, b.executor
     shared = {
         "protein_mean": coh.protein_mean, "protein_sd": coh.protein_sd,
         "transcript_mean": coh.transcript_mean, "transcript_sd": coh.transcript_sd,
         "metabolite_mean": coh.metabolite_mean, "metabolite_sd": coh.metabolite_sd,
-        "measure": measurement.apply,
+        "measure": measurement.released,
         "special_moments": coh.extras["special_moments"],
         "t9_moments": (measurement.t9_moments(world, coh.proteins[world.roles.decoys["T9"]], coh.pop["centre"])
                        if world.t9_centre is not None else None),
@@ -176,17 +178,18 @@ def encode_omics(b: Build) -> None:
                          key=f"omics-{world.id}") for grp in b.groups]
     for res in ex.gather(futures):
         merge(b.timings, res["timing"])
-    ids = world.subject_ids()
-    column_sets = {
-        "proteomics": world.protein_ids, "proteomics_visit2": world.protein_ids,
-        "transcriptomics": world.transcript_ids, "metabolomics": world.metabolite_ids,
-    }
-    row_ids = {"proteomics": ids, "transcriptomics": ids, "metabolomics": ids, "proteomics_visit2": ids[coh.visit2]}
-    b.assemble_futures = [
-        ex.submit(assemble_parquet, b.cfg.out, world.id, t, world.n_blocks, column_sets[t], list(row_ids[t]),
-                  posixpath.join(b.output.release, t + TABLE_SUFFIX), key=f"assemble-{world.id}-{t}")
-        for t in OMICS_TABLES
-    ]
+    # the participants of each block in each table: every one, or the visit-2 attendees
+    v2_rows = np.flatnonzero(coh.visit2)
+    b.assemble_futures = []
+    for t in OMICS_TABLES:
+        rows = v2_rows if t == "proteomics_visit2" else np.arange(world.n, dtype=np.int64)
+        starts = range(0, world.n_blocks, ROW_GROUP_BLOCKS) if world.n_blocks else [0]
+        for part, g in enumerate(starts):
+            blocks = list(range(g, min(world.n_blocks, g + ROW_GROUP_BLOCKS)))
+            lo, hi = (world.block_range(blocks[0])[0], world.block_range(blocks[-1])[1]) if blocks else (0, 0)
+            group = rows[np.searchsorted(rows, lo):np.searchsorted(rows, hi)]
+            b.assemble_futures.append(ex.submit(encode_row_group, b.world_f, b.cfg.out, t, part, blocks, group, not len(rows),
+                                                key=f"encode-{world.id}-{t}-{part}"))
 
 
 def encode_vcf(b: Build) -> None:
@@ -240,10 +243,17 @@ def finalise(b: Build) -> dict:
     from ..writers.sealed import write_sealed
 
     b.prog.start("assemble")
-    for res in b.executor.gather(b.assemble_futures):
+    parts: dict = {}
+    for res in b.executor.gather(b.assemble_futures):  # the row groups, encoded while the steps between ran
         merge(b.timings, res["timing"])
-        if "size" in res:  # hashed as written: the manifest need not read the table again
-            b.known_hashes[posixpath.relpath(res["path"], b.output.release)] = (res["size"], res["sha256"])
+        parts.setdefault(res["table"], []).append((res["part"], res["path"]))
+    stitched = [b.executor.submit(stitch_parquet, b.cfg.out, b.world.id, t, [p for _, p in sorted(parts[t])],
+                                  posixpath.join(b.output.release, t + TABLE_SUFFIX), key=f"stitch-{b.world.id}-{t}")
+                for t in OMICS_TABLES if t in parts]
+    for res in b.executor.gather(stitched):
+        merge(b.timings, res["timing"])
+        # hashed as written: the manifest need not read the table again
+        b.known_hashes[posixpath.relpath(res["path"], b.output.release)] = (res["size"], res["sha256"])
     b.prog.start("sealed")
     plain = config.to_plain(b.cfg)
     write_sealed(b.output, b.world, b.cohort, plain, dict(plain.get("oracle", {})), b.baseline, b.traits_z,

@@ -5,7 +5,8 @@ so it can run on any worker in any order and give the same bytes.
 Tasks (in data-flow order):
   core      population + genotypes (written to the genotype store) + molecule moments
   omics     standardised proteomics / transcriptomics / metabolomics partitions
-  assemble  partitions -> one Parquet file per table (one row group per 10 blocks)
+  encode    a molecular table's row group (10 blocks) -> a Parquet part
+  stitch    a table's parts -> its one Parquet file (pipeline.writers.parquet_stitch)
 """
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:  # annotations only: no import at run time
     from ..model.world import World
 
 OMICS_TABLES = ("proteomics", "transcriptomics", "metabolomics", "proteomics_visit2")
+#: Participant blocks per row group of a molecular table (the file layout; never the chunking).
+ROW_GROUP_BLOCKS = 10
+COPY_CHUNK = 8 << 20
 
 
 def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str) -> list:
@@ -60,9 +64,9 @@ def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str)
             genozarr.write_sample_block(geno_url, lo, to_variant_major(hap))
             timer.lap("genotype_zarr")
         dosage = hap[:, 0, :] + hap[:, 1, :]
+        del hap
         mol = molecules.BlockMolecules(world, b, pop, dosage)
         prot = mol.proteins_raw()
-        tr = mol.transcripts_raw()
         poly = molecules.dot(molecules.standardised_genotypes(world, dosage, world.polygenic_variants), world.polygenic_effects[:, None])[:, 0]
         rec = dict(
             block=b, pop=pop,
@@ -71,14 +75,20 @@ def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str)
             g_direct=molecules.standardised_genotypes(world, dosage, np.array([world.direct_variant]))[:, 0],
             g_poly=poly,
             m_prot=molecules.moments(prot),
+        )
+        del prot
+        tr = mol.transcripts_raw()  # one table's values at a time
+        rec.update(
             m_tr=molecules.moments(tr),
-            m_met=molecules.moments(mol.metabolites_raw()),
             # what the bias equations replace the ordinary value with needs the
             # residual draws, and their transcripts the transcript's own part
             special_resid=mol.protein_resid[:, special],
             special_tr_own=tr[:, special] - world.transcript_concordance[special] * mol.protein_bio[:, special],
             t4_abundance=mol.t4_abundance_raw() if world.t4_coregulated else None,
         )
+        del tr
+        rec["m_met"] = molecules.moments(mol.metabolites_raw())
+        del mol, dosage
         timer.lap("molecules")
         parts.save(b, pickle.dumps(rec, protocol=5))
         timer.lap("work_partitions")
@@ -88,22 +98,43 @@ def core_task(world: World, block_ids: list, geno_url: str | None, out_url: str)
 
 
 def _npy_bytes(arr: np.ndarray) -> bytes:
+    """``np.save``'s bytes of a C-contiguous array (its header, then its memory: one copy)."""
     buf = io.BytesIO()
-    np.save(buf, arr, allow_pickle=False)
-    return buf.getvalue()
+    np.lib.format.write_array_header_1_0(buf, np.lib.format.header_data_from_array_1_0(arr))
+    if not arr.flags.c_contiguous or buf.tell() % 64:  # what np.save would write otherwise
+        buf = io.BytesIO()
+        np.save(buf, arr, allow_pickle=False)
+        return buf.getvalue()
+    return b"".join((buf.getvalue(), arr.data))
+
+
+def _standardised(raw: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """(raw - mean) / sd, written over ``raw`` (the block's raw values are not needed after)."""
+    from kernels.omics import standardise
+
+    standardise(raw, molecules.kernel_array(mean), molecules.kernel_array(sd), raw)
+    return raw
 
 
 def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out_url: str, geno_url: str | None = None) -> dict:
-    """Standardised molecular tables for each block, saved as work partitions.
+    """Standardised molecular tables for each block, saved as work partitions (float32
+    [columns, rows]: ``shared["measure"]``, ``modalities.measurement.released``).
 
     ``shared`` holds the population moments; ``per_block[b]`` the block's special
     protein values, visit-2 rows and measurement-process details computed by the
-    population stage.
+    population stage.  One table's values at a time: each is released and saved
+    before the next is made.
     """
     output = Output(out_url, world.id)
-    parts = {t: Partitions(output, t) for t in OMICS_TABLES}
+    parts = {t: Partitions(output, column_stage(t)) for t in OMICS_TABLES}
     hashes = {}
     timer = StageTimer()
+    measure = shared["measure"]
+    role_of = {p: role for role, p in world.special_proteins().items()}
+
+    def save(name, b, columns):
+        hashes[(name, b)] = parts[name].save(b, _npy_bytes(columns))
+
     for b in block_ids:
         if all(parts[t].load(b) is not None for t in OMICS_TABLES):
             timer.count("reused_partitions")
@@ -120,108 +151,158 @@ def omics_task(world: World, block_ids: list, shared: dict, per_block: dict, out
         else:
             hap = molecules.haplotypes(world, b)
             dosage = hap[:, 0, :] + hap[:, 1, :]
+            del hap
         mol = molecules.BlockMolecules(world, b, pop, dosage)
-        prot = (mol.proteins_raw() - shared["protein_mean"]) / shared["protein_sd"]
-        for p, vals in ctx["special"].items():
-            prot[:, p] = vals
-        tr = (mol.transcripts_raw() - shared["transcript_mean"]) / shared["transcript_sd"]
-        for p, vals in ctx["special_tr"].items():
-            tr[:, p] = vals
-        met = (mol.metabolites_raw() - shared["metabolite_mean"]) / shared["metabolite_sd"]
+        del dosage  # held by the block's molecules from here
         rows = ctx["visit2_rows"]
         prot2_raw, r2 = mol.proteins_visit2_raw(rows, ctx["visit2_years"], ctx["visit2_bmi"])
         prot2 = (prot2_raw - shared["protein_mean"]) / shared["protein_sd"]
-        role_of = {p: role for role, p in world.special_proteins().items()}
         for p, path in ctx["special_v2_path"].items():
             g = mol.genotypes(world.protein_cis[[p]])[rows, 0]
             raw2 = special_raw(world, role_of[p], p, prot2_raw[:, p], r2[:, p], ctx["special_v2_eps"][p], g, path)[0]
             mean, sd = shared["special_moments"][p]
             prot2[:, p] = (raw2 - mean) / sd
+        del prot2_raw, r2
+        prot = _standardised(mol.proteins_raw(), shared["protein_mean"], shared["protein_sd"])
+        for p, vals in ctx["special"].items():
+            prot[:, p] = vals
         timer.lap("molecules")
-        measure = shared["measure"]
-        prot = measure(world, b, prot, pop, "proteomics", t9=shared.get("t9_moments"))
-        prot2 = measure(world, b, prot2, {k: v[rows] for k, v in pop.items()}, "proteomics_visit2", rows=rows,
-                        t9=shared.get("t9_moments"))
-        tr = measure(world, b, tr, pop, "transcriptomics")
-        met = measure(world, b, met, pop, "metabolomics")
-        for name, arr in (("proteomics", prot), ("transcriptomics", tr), ("metabolomics", met), ("proteomics_visit2", prot2)):
-            hashes[(name, b)] = parts[name].save(b, _npy_bytes(arr.astype(np.float32)))
+        save("proteomics", b, measure(world, b, prot, pop, "proteomics", t9=shared.get("t9_moments")))
+        save("proteomics_visit2", b, measure(world, b, prot2, {k: v[rows] for k, v in pop.items()}, "proteomics_visit2",
+                                             rows=rows, t9=shared.get("t9_moments")))
+        del prot, prot2
+        timer.lap("molecules_write")
+        tr = _standardised(mol.transcripts_raw(), shared["transcript_mean"], shared["transcript_sd"])
+        for p, vals in ctx["special_tr"].items():
+            tr[:, p] = vals
+        met = _standardised(mol.metabolites_raw(), shared["metabolite_mean"], shared["metabolite_sd"])
+        del mol
+        timer.lap("molecules")
+        save("transcriptomics", b, measure(world, b, tr, pop, "transcriptomics"))
+        save("metabolomics", b, measure(world, b, met, pop, "metabolomics"))
+        del tr, met
         timer.lap("molecules_write")
     return {"hashes": hashes, "timing": timer.stats}
 
 
-def assemble_parquet(out_url: str, world_id: str, table: str, n_blocks: int, columns: list,
-                     row_ids: list, dest: str, row_group_blocks: int = 10) -> dict:
-    """Concatenate a table's block partitions into one Parquet file, one row group
-    per ``row_group_blocks`` blocks, and remove the partitions."""
-    import pandas as pd
+def column_stage(table: str) -> str:
+    """Work stage of a molecular table's block partitions: float32 [columns, rows] (column-major)."""
+    return f"columns/{table}"
+
+
+def parquet_part_path(output: Output, table: str, part: int) -> str:
+    return posixpath.join(output.work, "parquet", table, f"g{part:05d}.parquet")
+
+
+def table_columns(world: World, table: str) -> list:
+    """A molecular table's column names."""
+    return world.metabolite_ids if table == "metabolomics" else (
+        world.transcript_ids if table == "transcriptomics" else world.protein_ids)
+
+
+def encode_row_group(world: World, out_url: str, table: str, part: int, blocks: list, rows: np.ndarray,
+                     empty_table: bool = False) -> dict:
+    """Row group ``part`` of a molecular table (its ``blocks``' partitions, ``rows`` the
+    participants they hold, in order) encoded as a Parquet file of its own in the work
+    folder, with the layout of its footer beside it (``writers.parquet_stitch``);
+    ``stitch_parquet`` makes the table's file.  Holds one row group's float32 values (their
+    Arrow columns are views of them)."""
+    import json
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..writers.parquet import writer_options
+    from ..writers.parquet import wide_table, writer_options
+    from ..writers.parquet_stitch import footer_span, part_layout
 
-    output = Output(out_url, world_id)
+    output = Output(out_url, world.id)
     timer = StageTimer()
-    tmp = dest + ".wip"
-    output.makedirs(posixpath.dirname(dest))
-    writer = None
-    offset = 0
-    h = hashlib.sha256()
-    with output.fs.open(tmp, "wb") as raw:
-        fh = _HashingWriter(raw, h)  # the file's SHA-256 as it is written (the manifest's), not read back
-        for g in range(0, n_blocks, row_group_blocks):
-            arrays = []
-            parts = Partitions(output, table)
-            for b in range(g, min(n_blocks, g + row_group_blocks)):
-                data = parts.load(b)
-                if data is None:
-                    raise RuntimeError(f"{table}: partition {b} is missing or corrupt; rerun the build to recompute it")
-                arrays.append(np.load(io.BytesIO(data)))
-            block = np.concatenate(arrays) if arrays else np.empty((0, len(columns)), np.float32)
-            ids = row_ids[offset: offset + len(block)]
-            offset += len(block)
-            df = pd.DataFrame(block, columns=columns, index=pd.Index(ids, name="subject_id", dtype=object))
-            tbl = pa.Table.from_pandas(df, preserve_index=True)
-            if writer is None:
-                writer = pq.ParquetWriter(fh, tbl.schema, **writer_options(tbl.schema))
+    parts = Partitions(output, column_stage(table))
+    columns = table_columns(world, table)
+    width = world.subject_width
+    row_ids = [f"SUBJ_{int(i):0{width}d}" for i in rows]  # world.subject_ids()[rows]
+    values = np.empty((len(columns), len(row_ids)), np.float32)
+    col = 0
+    for b in blocks:
+        data = parts.load(b)
+        if data is None:
+            raise RuntimeError(f"{table}: partition {b} is missing or corrupt; rerun the build to recompute it")
+        block = np.load(io.BytesIO(data))
+        values[:, col:col + block.shape[1]] = block
+        col += block.shape[1]
+        del data, block
+    if col != len(row_ids):
+        raise RuntimeError(f"{table}: row group {part} has {col} rows in its partitions, {len(row_ids)} expected")
+    tbl = wide_table(values, columns, row_ids, empty_table=empty_table)
+    path = parquet_part_path(output, table, part)
+    output.makedirs(posixpath.dirname(path))
+    # a local file through Arrow's own file (a Python file object costs ~20 % more CPU)
+    sink = pa.OSFile(path + ".wip", "wb") if output.protocol in ("file", "local") else output.fs.open(path + ".wip", "wb")
+    with sink as fh:
+        writer = pq.ParquetWriter(fh, tbl.schema, **writer_options(tbl.schema))
+        if blocks:
             writer.write_table(tbl, row_group_size=len(tbl) or 1)
-        if writer is None:
-            df = pd.DataFrame(np.empty((0, len(columns)), np.float32), columns=columns,
-                              index=pd.Index([], name="subject_id", dtype=object))
-            tbl = pa.Table.from_pandas(df, preserve_index=True)
-            writer = pq.ParquetWriter(fh, tbl.schema, **writer_options(tbl.schema))
+        else:  # a table of no block at all: what the single writer wrote for it
             writer.write_table(tbl)
         writer.close()
-    output.fs.mv(tmp, dest)
+    del tbl, values
+    output.fs.mv(path + ".wip", path)
+    size = output.fs.size(path)
+    with output.fs.open(path, "rb") as fh:
+        fh.seek(size - 8)
+        lo, hi = footer_span(fh.read(8), size)
+        fh.seek(lo)
+        footer = fh.read(hi - lo)
+    output.write_text(path + ".layout.json", json.dumps(part_layout(footer)))
     timer.lap("parquet_assemble")
-    return {"table": table, "sha256": h.hexdigest(), "size": fh.size, "path": dest, "timing": timer.stats}
+    return {"table": table, "part": part, "path": path, "timing": timer.stats}
 
 
-class _HashingWriter:
-    """A binary file for pyarrow's ParquetWriter that hashes what it writes (sequential writes only)."""
+def stitch_parquet(out_url: str, world_id: str, table: str, part_paths: list, dest: str) -> dict:
+    """The table's Parquet file from its encoded row groups (``encode_row_group``), in order:
+    their bytes copied and the footer stitched, hashed as written (the manifest's SHA-256,
+    not read back); the parts are removed."""
+    import json
 
-    def __init__(self, raw, h):
-        self._raw, self._h, self.size = raw, h, 0
-        self.closed = False
+    from ..writers.parquet_stitch import MAGIC, footer_span, stitch_footer, trailer
 
-    def write(self, data) -> int:
-        self._h.update(data)
-        n = memoryview(data).nbytes
-        self.size += n
-        self._raw.write(data)
-        return n
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        self._raw.flush()
-
-    def close(self) -> None:
-        self.closed = True  # the raw file is closed by its own context
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
+    output = Output(out_url, world_id)
+    fs = output.fs
+    timer = StageTimer()
+    footers, layouts, bodies = [], [], []
+    for path in part_paths:
+        size = fs.size(path)
+        with fs.open(path, "rb") as fh:
+            fh.seek(size - 8)
+            lo, hi = footer_span(fh.read(8), size)
+            fh.seek(lo)
+            footers.append(fh.read(hi - lo))
+        layouts.append(json.loads(output.read_bytes(path + ".layout.json")))
+        bodies.append((len(MAGIC), lo))
+    tail = trailer(stitch_footer(footers, [hi - lo for lo, hi in bodies], layouts))
+    h = hashlib.sha256(MAGIC)
+    total = len(MAGIC)
+    output.makedirs(posixpath.dirname(dest))
+    with fs.open(dest + ".wip", "wb") as out:
+        out.write(MAGIC)
+        for path, (lo, hi) in zip(part_paths, bodies):
+            with fs.open(path, "rb") as fh:
+                fh.seek(lo)
+                left = hi - lo
+                while left:
+                    chunk = fh.read(min(left, COPY_CHUNK))
+                    if not chunk:
+                        raise RuntimeError(f"{path}: shorter than its footer says")
+                    h.update(chunk)
+                    out.write(chunk)
+                    left -= len(chunk)
+                    total += len(chunk)
+        h.update(tail)
+        out.write(tail)
+        total += len(tail)
+    fs.mv(dest + ".wip", dest)
+    for path in part_paths:
+        output.rm(path)
+        output.rm(path + ".layout.json")
+    timer.lap("parquet_assemble")
+    return {"table": table, "sha256": h.hexdigest(), "size": total, "path": dest, "timing": timer.stats}

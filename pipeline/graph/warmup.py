@@ -30,7 +30,7 @@ def build_kernels(release) -> list:
     cold-cache test looks at these.  Only kernels every such build calls are listed, so a
     build never reports a compilation it will not do."""
     names = [("kernels.genotypes", "haplotype_chains"), ("kernels.linalg", "matmul_ordered"),
-             ("kernels.omics", "molecule_bio"), ("kernels.omics", "mix_transcripts")]
+             ("kernels.omics", "molecule_bio_scaled"), ("kernels.omics", "transcripts")]
     if release.vcf or release.genotype_zarr:
         names.append(("kernels.genotypes", "sample_major_to_variant_major"))
     if release.vcf:
@@ -75,11 +75,7 @@ def warm_up() -> bool:
     genotypes.simulate_haplotypes(np.uint64(1), 2, rho, np.zeros(4))
     genotypes.to_variant_major(np.zeros((2, 2, 4), dtype=np.int8))
     linalg.dot(np.ones((2, 2)), np.ones((2, 2)))
-    d = np.zeros((2, 4), dtype=np.int8)
-    out = np.empty((2, 3))
-    omics.molecule_bio(d, np.full(4, 0.5), np.ones(4), np.zeros(3, np.int64), np.ones(3), np.full(3, -1, np.int64), 0.1,
-                       np.ones((2, 2)), np.ones((3, 2)), np.ones((2, 3)), 0.8, out)
-    omics.mix_transcripts(out, out, np.full(3, 0.5), np.ones((2, 1)), np.ones((3, 1)), np.empty((2, 3)))
+    omics.warm_up()
     calls = np.zeros((1, 1, 2, 2), dtype=np.int8)
     offsets = np.array([0, 2], dtype=np.int64)
     vcf_encode.vcf_record_ends(offsets, 2, 2)

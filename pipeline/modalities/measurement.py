@@ -1,6 +1,11 @@
 """The measurement process of the molecular assays: missingness, the T9 unit
 mixture at one site, metabolite concentration units, and (hard-messy worlds)
 the data problems of a real biobank.  Applied per block to standardised values.
+
+``released`` is what a build calls: ``apply``'s values as the float32 columns of a
+block partition, the missingness drawn and applied and the columns transposed in one
+pass of ``kernels.omics.released_columns``; ``apply`` is the same process in numpy
+(the reference the tests hold ``released`` to).
 """
 from __future__ import annotations
 
@@ -72,3 +77,45 @@ def apply(world: World, b: int, values: np.ndarray, pop: dict, table: str, rows:
         values = np.round(values, 4)
     values[missing] = np.nan
     return values
+
+
+def released(world: World, b: int, values: np.ndarray, pop: dict, table: str, rows: np.ndarray | None = None,
+             t9: tuple | None = None) -> np.ndarray:
+    """``apply(...).astype(np.float32).T`` as a C-contiguous float32 [columns, rows] array.
+    ``values`` (float64 [rows, columns]) is the caller's scratch: it may be changed."""
+    from kernels.omics import released_columns
+
+    from .molecules import kernel_array
+
+    lo, hi = world.block_range(b)
+    n_block = hi - lo
+    r = world.roles
+    if table.startswith("proteomics") and world.t9_centre is not None:
+        at_site = pop["centre"] == world.t9_centre
+        p = r.decoys["T9"]
+        t9p = world.params["bias_params"]["T9"]
+        values[at_site, p] = t9p["scale"] * values[at_site, p] + t9p["offset"]
+        if t9 is not None:
+            values[:, p] = (values[:, p] - t9[0]) / t9[1]
+    rate = world.params["protein_missing"] if table.startswith("proteomics") else MISSING_RATE[table]
+    rows = np.arange(n_block, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    if np.any(np.diff(rows) <= 0) or len(rows) != len(values):
+        raise ValueError("rows: ascending block rows, one per row of values")
+    if world.messy and table.startswith("proteomics"):
+        m = world.params["bias_params"]["messy"]
+        z_bmi = (pop["bmi"] - 28.3) / 5.1
+        logit = np.log(m["protein_missing_base"] / (1 - m["protein_missing_base"])) + m["protein_missing_bmi"] * z_bmi
+        threshold = 1.0 / (1.0 + np.exp(-logit))
+    else:
+        threshold = np.full(len(rows), rate, dtype=np.float64)
+    if table == "metabolomics":
+        mu, sigma, molar_mass = metabolite_units(world)
+        values = mu * np.exp(sigma * values)
+        if world.messy:
+            lab = np.isin(pop["centre"], MESSY_LAB_CENTRES)
+            values[lab] = values[lab] * molar_mass / 10.0
+        values = np.round(values, 4)
+    out = np.empty((values.shape[1], len(rows)), np.float32)
+    released_columns(kernel_array(values), seeds.stream(world.seed, streams.MISSING.format(table=table), b), n_block,
+                     kernel_array(rows, np.int64), kernel_array(threshold), out)
+    return out

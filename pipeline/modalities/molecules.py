@@ -40,6 +40,25 @@ def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return ordered_dot(a, b)
 
 
+def kernel_array(a, dtype=np.float64) -> np.ndarray:
+    """``a`` as a kernel takes it: C-contiguous, writeable, of ``dtype`` (copied only when it
+    is not; arrays unpickled on a worker can be read-only, a type of their own to Numba,
+    which would compile every kernel again for them)."""
+    a = np.asarray(a)
+    if a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable:
+        return a
+    return np.array(a, dtype=dtype, order="C", copy=True)
+
+
+def normals(rng, shape: tuple) -> np.ndarray:
+    """``rng.standard_normal(shape)`` (2-D), drawn by a kernel (the same values, faster)."""
+    from kernels.omics import fill_normal
+
+    out = np.empty(shape)
+    fill_normal(rng, out)
+    return out
+
+
 def haplotypes(world, b: int) -> np.ndarray:
     """int8 [n, 2, variants] for block ``b``."""
     from kernels.genotypes import simulate_haplotypes
@@ -54,16 +73,19 @@ def standardised_genotypes(world, dosage: np.ndarray, columns: np.ndarray) -> np
     return (dosage[:, columns] - 2.0 * q) / np.sqrt(2.0 * q * (1.0 - q))
 
 
-def coregulate(world, resid: np.ndarray, noise: np.ndarray) -> np.ndarray:
+def coregulate(world, resid: np.ndarray, noise: np.ndarray, in_place: bool = False) -> np.ndarray:
     """Residuals with each co-regulated pair's shared abundance: member m gets
     sqrt(s) x the anchor's draw + sqrt(1 - s) x its own draw, the anchor the same
-    shared draw + sqrt(1 - s) x ``noise`` (one column per pair)."""
+    shared draw + sqrt(1 - s) x ``noise`` (one column per pair).  ``in_place``: ``resid``
+    may be overwritten (it is, when no protein is both an anchor and a member, nor in
+    two pairs: then every column is read before it is written)."""
     pairs = world.coregulated
     if not len(pairs):
         return resid
     a, m = pairs[:, 0], pairs[:, 1]
     shared, own = np.sqrt(COREGULATED_SHARED), np.sqrt(1.0 - COREGULATED_SHARED)
-    out = resid.copy()
+    apart = len(np.unique(pairs)) == pairs.size
+    out = resid if in_place and apart else resid.copy()
     out[:, m] = shared * resid[:, a] + own * resid[:, m]
     out[:, a] = shared * resid[:, a] + own * noise
     return out
@@ -82,12 +104,11 @@ def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray
     values: K_m = sum_j coef_j raw_j + L's covariate terms + direct_m G_m + extra_m eps_m
     (unit variance) and K_m_late = late_k K_m + sum_j late_coef_j raw_j (pipeline.pathways).
     A co-regulated anchor feeds with its abundance, its raw value less ``assay_noise[p]``
-    (its assay's own noise), as L reads the T4 driver's abundance."""
+    (its assay's own noise), as L reads the T4 driver's abundance.  The sums run in
+    ``kernels.omics.pathway_sums``, feeder by feeder in the pathway's order."""
+    from kernels.omics import pathway_sums
+
     pw = world.pathways
-    if assay_noise:
-        raw = raw.copy()
-        for p, noise in assay_noise.items():
-            raw[:, p] = raw[:, p] - noise
     n, M = raw.shape[0], len(pw.upstream)
     k, late = np.zeros((n, M)), np.zeros((n, M))
     if not M:
@@ -95,32 +116,48 @@ def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray
     g = standardised_genotypes(world, dosage, np.maximum(pw.direct_variant, 0))
     x = covariate_matrix(pop)
     terms = dot(x, pw.cov_coef.T) if pw.cov_coef is not None and len(pw.cov_coef) else np.zeros((n, M))
-    for m, (up, coef) in enumerate(zip(pw.upstream, pw.coef)):
-        if pw.direct_variant[m] < 0:
-            continue
-        km = pw.extra[m] * extra[:, m] + pw.direct[m] * g[:, m] + terms[:, m]
-        for p, c in zip(up, coef):  # fixed order: the same bits in every process
-            km = km + c * raw[:, p]
-        kl = pw.late_k[m] * km
-        for p, c in zip(up, pw.late_coef[m]):
-            kl = kl + c * raw[:, p]
-        k[:, m], late[:, m] = km, kl
+    indptr, feeders, coef, late_coef = _pathway_feeders(pw)
+    adjust_col = np.full(raw.shape[1], -1, dtype=np.int64)
+    noise = list((assay_noise or {}).items())
+    for j, (p, _) in enumerate(noise):
+        adjust_col[p] = j
+    adjust = np.column_stack([v for _, v in noise]) if noise else np.zeros((n, 0))
+    pathway_sums(kernel_array(raw), adjust_col, kernel_array(adjust), kernel_array(pw.extra), kernel_array(extra),
+                 kernel_array(pw.direct), kernel_array(g), kernel_array(terms), (pw.direct_variant >= 0).astype(np.uint8),
+                 indptr, feeders, coef, kernel_array(pw.late_k), late_coef, k, late)
     return k, late
+
+
+def _pathway_feeders(pw) -> tuple:
+    """The pathways' feeders and their coefficients as flat arrays (pathway m's are
+    ``indptr[m]:indptr[m + 1]``, in the pathway's order)."""
+    sizes = [len(up) for up in pw.upstream]
+    for up, c, lc in zip(pw.upstream, pw.coef, pw.late_coef):
+        if not len(up) == len(c) == len(lc):
+            raise ValueError("pathway feeders and coefficients differ in length")
+    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    flat = (lambda parts, dtype: np.concatenate([np.asarray(x, dtype=dtype) for x in parts]) if sum(sizes)
+            else np.zeros(0, dtype))
+    return indptr, flat(pw.upstream, np.int64), flat(pw.coef, np.float64), flat(pw.late_coef, np.float64)
 
 
 def add_pathways(world, raw: np.ndarray, bio: np.ndarray, k: np.ndarray, late: np.ndarray) -> None:
     """Followers of the ordinary pathways (pipeline.pathways) take loading x K_m (baseline
     followers) or loading x K_m_late (late followers); ``bio`` and ``raw`` are updated in place."""
+    from kernels.omics import add_paths
+
     from ..pathways import BASELINE
 
     pw = world.pathways
     if pw is None or not len(pw.upstream):
         return
-    for f in np.flatnonzero(pw.follows >= 0):  # fixed order
-        m = int(pw.follows[f])
-        path = k[:, m] if pw.follower_kind[f] == BASELINE else late[:, m]
-        bio[:, f] += pw.follower_loading[f] * path
-        raw[:, f] += pw.follower_loading[f] * path
+    followers = np.flatnonzero(pw.follows >= 0)  # fixed order
+    for a in (raw, bio):
+        if not (a.flags.c_contiguous and a.flags.writeable):
+            raise ValueError("add_pathways updates C-contiguous arrays in place")
+    add_paths(raw, bio, kernel_array(k), kernel_array(late), kernel_array(followers, np.int64),
+              pw.follows[followers].astype(np.int64), (pw.follower_kind[followers] != BASELINE).astype(np.uint8),
+              kernel_array(pw.follower_loading))
 
 
 def residual_scale(world) -> np.ndarray:
@@ -132,33 +169,67 @@ def residual_scale(world) -> np.ndarray:
 class BlockMolecules:
     """Raw (unstandardised) molecular values of one block, visit 1 and visit 2.
 
-    The sums run in ``kernels.omics`` (row-parallel, fixed order per element);
-    the random parts are drawn here from the block's named streams."""
+    The sums run in ``kernels.omics`` (a fixed order per element); the random parts
+    are drawn from the block's named streams (by the kernels, as numpy would)."""
 
     def __init__(self, world, b: int, pop: dict, dosage: np.ndarray):
         self.world, self.b, self.pop = world, b, pop
-        self.dosage = np.ascontiguousarray(dosage, dtype=np.int8)
+        self.dosage = kernel_array(dosage, np.int8)
         n = dosage.shape[0]
         F = world.protein_loadings.shape[1]
         s = world.seed
         q = world.af
         self.gmean = 2.0 * q
         self.ginv = 1.0 / np.sqrt(2.0 * q * (1.0 - q))
-        self.factors = seeds.stream(s, streams.FACTORS, b).standard_normal((n, F))
-        self.protein_resid = seeds.stream(s, streams.PROTEIN_RESIDUAL, b).standard_normal((n, world.n_proteins))
-        self.pair_noise = seeds.stream(s, streams.COREGULATED_RESIDUAL, b).standard_normal((n, len(world.coregulated)))
-        self.protein_resid = coregulate(world, self.protein_resid, self.pair_noise)
-        # the protein's biological part (everything but the covariate terms)
-        self.protein_bio = self._bio(self.dosage, world.protein_cis, np.sqrt(world.protein_h2), world.protein_master,
-                                     self.factors, world.protein_loadings, self.protein_resid * residual_scale(world))
-        self.cov = covariate_terms(world, pop)
-        self.pathway_eps = seeds.stream(s, streams.PATHWAY_RESIDUAL, b).standard_normal((n, self._n_pathways()))
-        self._raw = self.protein_bio + self.cov
+        self.factors = normals(seeds.stream(s, streams.FACTORS, b), (n, F))
+        self.pair_noise = normals(seeds.stream(s, streams.COREGULATED_RESIDUAL, b), (n, len(world.coregulated)))
+        self.protein_resid = coregulate(world, normals(seeds.stream(s, streams.PROTEIN_RESIDUAL, b), (n, world.n_proteins)),
+                                        self.pair_noise, in_place=True)
+        self.pathway_eps = normals(seeds.stream(s, streams.PATHWAY_RESIDUAL, b), (n, self._n_pathways()))
+        # the protein's biological part (everything but the covariate terms), the raw value, and
+        # the pathways' values and their followers' shares (kernels.omics.proteins, row by row)
+        self.protein_bio, self._raw = np.empty((n, world.n_proteins)), np.empty((n, world.n_proteins))
         self.pathway_k = self.pathway_late = None
-        if self._n_pathways():
-            self.pathway_k, self.pathway_late = pathway_values(world, self._raw, self.pathway_eps, self.dosage, pop,
-                                                               self.anchor_assay_noise())
-            add_pathways(world, self._raw, self.protein_bio, self.pathway_k, self.pathway_late)
+        M = self._n_pathways()
+        if M:
+            self.pathway_k, self.pathway_late = np.empty((n, M)), np.empty((n, M))
+        self._proteins(covariate_matrix(pop))
+
+    def _proteins(self, x: np.ndarray) -> None:
+        from kernels.omics import proteins
+
+        from ..pathways import BASELINE
+
+        w, n = self.world, self.dosage.shape[0]
+        pw, M = w.pathways, self._n_pathways()
+        f64 = kernel_array
+        i64 = (lambda a: kernel_array(a, np.int64))
+        if M:
+            noise = list(self.anchor_assay_noise().items())
+            adjust_col = np.full(w.n_proteins, -1, dtype=np.int64)
+            for j, (p, _) in enumerate(noise):
+                adjust_col[p] = j
+            adjust = np.column_stack([v for _, v in noise]) if noise else np.zeros((n, 0))
+            q = w.af[np.maximum(pw.direct_variant, 0)]
+            twoq, gsd = 2.0 * q, np.sqrt(2.0 * q * (1.0 - q))  # as standardised_genotypes
+            path_cov = pw.cov_coef if pw.cov_coef is not None and len(pw.cov_coef) else np.zeros((M, 4))
+            indptr, feeders, coef, late_coef = _pathway_feeders(pw)
+            followers = np.flatnonzero(pw.follows >= 0)
+            k, late = self.pathway_k, self.pathway_late
+            path = (adjust_col, f64(adjust), f64(pw.extra), self.pathway_eps, f64(pw.direct),
+                    i64(np.maximum(pw.direct_variant, 0)), f64(twoq), f64(gsd), f64(path_cov),
+                    (pw.direct_variant >= 0).astype(np.uint8), indptr, feeders, coef, f64(pw.late_k), late_coef,
+                    i64(followers), i64(pw.follows[followers]), (pw.follower_kind[followers] != BASELINE).astype(np.uint8),
+                    f64(pw.follower_loading))
+        else:
+            k = late = np.zeros((n, 0))
+            none_i, none_f = np.zeros(0, np.int64), np.zeros(0)
+            path = (np.full(w.n_proteins, -1, np.int64), np.zeros((n, 0)), none_f, np.zeros((n, 0)), none_f, none_i, none_f,
+                    none_f, np.zeros((0, 4)), np.zeros(0, np.uint8), np.zeros(1, np.int64), none_i, none_f, none_f, none_f,
+                    none_i, none_i, np.zeros(0, np.uint8), np.zeros(w.n_proteins))
+        proteins(self.dosage, self.gmean, self.ginv, i64(w.protein_cis), f64(np.sqrt(w.protein_h2)), i64(w.protein_master),
+                 float(TRANS_EFFECT), self.factors, f64(w.protein_loadings), self.protein_resid, f64(residual_scale(w)),
+                 float(PROTEIN_RESIDUAL), f64(x), f64(w.protein_cov), *path, self.protein_bio, self._raw, k, late)
 
     def anchor_assay_noise(self) -> dict:
         """Each co-regulated anchor's assay noise (what its released value adds to the pair's
@@ -176,14 +247,24 @@ class BlockMolecules:
         pw = self.world.pathways
         return 0 if pw is None else len(pw.upstream)
 
-    def _bio(self, dosage, cis, cis_coef, master, factors, loadings, resid):
-        from kernels.omics import molecule_bio
+    def _bio(self, dosage, cis, cis_coef, master, factors, loadings, resid, resid_scale=None):
+        """``kernels.omics.molecule_bio`` (the residual ``resid x resid_scale`` per column when given)."""
+        from kernels.omics import molecule_bio_scaled
 
         out = np.empty((dosage.shape[0], len(cis)))
-        molecule_bio(dosage, self.gmean, self.ginv, np.ascontiguousarray(cis, dtype=np.int64),
-                     np.ascontiguousarray(cis_coef, dtype=np.float64), np.ascontiguousarray(master, dtype=np.int64),
-                     float(TRANS_EFFECT), np.ascontiguousarray(factors), np.ascontiguousarray(loadings),
-                     np.ascontiguousarray(resid), float(PROTEIN_RESIDUAL), out)
+        molecule_bio_scaled(kernel_array(dosage, np.int8), self.gmean, self.ginv, kernel_array(cis, np.int64),
+                            kernel_array(cis_coef), kernel_array(master, np.int64), float(TRANS_EFFECT),
+                            kernel_array(factors), kernel_array(loadings), kernel_array(resid),
+                            np.ones(0) if resid_scale is None else kernel_array(resid_scale), float(PROTEIN_RESIDUAL), out)
+        return out
+
+    @staticmethod
+    def _with_covariates(base: np.ndarray, x: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """base + dot(x, coef.T) (the ordered product, then the sum), a new array."""
+        from kernels.omics import add_covariate_terms
+
+        out = np.empty_like(base)
+        add_covariate_terms(kernel_array(base), kernel_array(x), kernel_array(coef), out)
         return out
 
     def genotypes(self, columns: np.ndarray) -> np.ndarray:
@@ -191,7 +272,7 @@ class BlockMolecules:
         return standardised_genotypes(self.world, self.dosage, np.asarray(columns))
 
     def _covariates(self) -> np.ndarray:
-        return covariate_matrix(self.pop)[:, :3]
+        return np.ascontiguousarray(covariate_matrix(self.pop)[:, :3])
 
     def proteins_raw(self) -> np.ndarray:
         return self._raw
@@ -203,46 +284,55 @@ class BlockMolecules:
         k = next(i for i, (a, _) in enumerate(w.coregulated) if int(a) == w.roles.t4_causal)
         own = np.sqrt(1.0 - COREGULATED_SHARED)
         p = w.roles.t4_causal
-        return self.protein_bio[:, p] + self.cov[:, p] - PROTEIN_RESIDUAL * own * self.pair_noise[:, k]
+        cov = covariate_terms(w, self.pop, proteins=[p])[:, 0]
+        return self.protein_bio[:, p] + cov - PROTEIN_RESIDUAL * own * self.pair_noise[:, k]
 
     def transcripts_raw(self) -> np.ndarray:
-        from kernels.omics import mix_transcripts
+        from kernels.omics import transcripts
 
         w, s, b = self.world, self.world.seed, self.b
-        n = self.protein_bio.shape[0]
-        resid = seeds.stream(s, streams.TRANSCRIPT_RESIDUAL, b).standard_normal((n, w.n_proteins))
-        own = self._bio(self.dosage, w.protein_cis, w.transcript_cis, w.transcript_master, self.factors,
-                        w.transcript_loadings, resid)
-        out = np.empty_like(own)
-        mix_transcripts(self.protein_bio, own, np.ascontiguousarray(w.transcript_concordance), self._covariates(),
-                        np.ascontiguousarray(w.transcript_cov), out)
+        out = np.empty_like(self.protein_bio)
+        transcripts(seeds.stream(s, streams.TRANSCRIPT_RESIDUAL, b), self.dosage, self.gmean, self.ginv,
+                    kernel_array(w.protein_cis, np.int64), kernel_array(w.transcript_cis),
+                    kernel_array(w.transcript_master, np.int64), float(TRANS_EFFECT), self.factors,
+                    kernel_array(w.transcript_loadings), float(PROTEIN_RESIDUAL),
+                    self.protein_bio, kernel_array(w.transcript_concordance), self._covariates(),
+                    kernel_array(w.transcript_cov), out)
         return out
 
     def metabolites_raw(self) -> np.ndarray:
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
-        resid = seeds.stream(s, streams.METABOLITE_RESIDUAL, b).standard_normal((n, w.n_metabolites))
+        resid = normals(seeds.stream(s, streams.METABOLITE_RESIDUAL, b), (n, w.n_metabolites))
         no_trans = np.full(w.n_metabolites, -1, dtype=np.int64)
         bio = self._bio(self.dosage, w.metabolite_cis, np.sqrt(w.metabolite_h2), no_trans, self.factors,
                         w.metabolite_loadings, resid)
-        return bio + dot(self._covariates(), w.metabolite_cov.T)
+        return self._with_covariates(bio, self._covariates(), w.metabolite_cov)
 
     def proteins_visit2_raw(self, rows: np.ndarray, age_shift: np.ndarray, bmi2: np.ndarray) -> tuple:
         """Ordinary protein equation five years on for the block rows ``rows``:
         genetics fixed, factors and residuals partly renewed, covariates updated.
         Returns the raw values and the visit-2 residual draws (bias equations reuse them)."""
+        from kernels.omics import normal_rows
+
         w, s, b = self.world, self.world.seed, self.b
         n = self.protein_bio.shape[0]
-        # Drawn for the whole block so a participant's values do not depend on who else attended.
-        f_new = seeds.stream(s, streams.FACTORS_VISIT2, b).standard_normal(self.factors.shape)
-        r_new = seeds.stream(s, streams.PROTEIN_RESIDUAL_VISIT2, b).standard_normal((n, w.n_proteins))
-        r_new = coregulate(w, r_new, seeds.stream(s, streams.COREGULATED_RESIDUAL_VISIT2, b).standard_normal((n, len(w.coregulated))))
+        rows = np.asarray(rows, dtype=np.int64)
+        if np.any(np.diff(rows) <= 0):
+            raise ValueError("visit-2 rows must be ascending and distinct")
+        # Drawn for the whole block so a participant's values do not depend on who else attended
+        # (the kernels draw every row and keep the attendees').
+        f_new = normals(seeds.stream(s, streams.FACTORS_VISIT2, b), self.factors.shape)
+        r_new = np.empty((len(rows), w.n_proteins))
+        normal_rows(seeds.stream(s, streams.PROTEIN_RESIDUAL_VISIT2, b), n, rows, r_new)
+        noise = normals(seeds.stream(s, streams.COREGULATED_RESIDUAL_VISIT2, b), (n, len(w.coregulated)))
+        r_new = coregulate(w, r_new, noise[rows], in_place=True)
         k1 = VISIT2_FACTOR_CARRY
         k2 = np.full(w.n_proteins, VISIT2_RESID_CARRY) if w.pathways is None else w.pathways.visit2_carry
         f2 = k1 * self.factors[rows] + np.sqrt(1 - k1 * k1) * f_new[rows]
-        r2 = k2 * self.protein_resid[rows] + np.sqrt(1 - k2 * k2) * r_new[rows]
+        r2 = k2 * self.protein_resid[rows] + np.sqrt(1 - k2 * k2) * r_new
         bio = self._bio(self.dosage[rows], w.protein_cis, np.sqrt(w.protein_h2), w.protein_master, f2,
-                        w.protein_loadings, r2 * residual_scale(w))
+                        w.protein_loadings, r2, residual_scale(w))
         pop_rows = {k: v[rows] for k, v in self.pop.items()}
         raw = bio + covariate_terms(w, pop_rows, age_shift=age_shift, bmi=bmi2)
         if not self._n_pathways():
@@ -259,7 +349,7 @@ class BlockMolecules:
         # values: a baseline follower reads K_m_late, a late follower K_m_late five years
         # on; both with the covariate change their path stands in for (cohort.visit2_specials)
         late = self.pathway_late[rows]
-        ahead_new = seeds.stream(s, streams.PATHWAY_AHEAD, b).standard_normal(self.pathway_eps.shape)[rows]
+        ahead_new = normals(seeds.stream(s, streams.PATHWAY_AHEAD, b), self.pathway_eps.shape)[rows]
         rho = np.clip(pw.rho, -1.0, 1.0)
         ahead = rho * late + np.sqrt(1.0 - rho * rho) * ahead_new
         change = np.column_stack([np.asarray(age_shift, dtype=np.float64) * np.ones(len(rows)), np.zeros(len(rows)),

@@ -101,3 +101,106 @@ def test_variant_major_transpose():
 
     hap = np.random.default_rng(1).integers(0, 2, (301, 2, 517)).astype(np.int8)
     assert np.array_equal(to_variant_major(hap), np.ascontiguousarray(hap.transpose(2, 0, 1)))
+
+
+def _pcg(seed):
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+
+
+def test_kernel_draws_are_numpys_draws():
+    """Numba's Generator methods are numpy's algorithms on the same bit generator: a kernel
+    drawing row by row gets ``standard_normal``/``random`` values bit for bit, and leaves the
+    stream where numpy would (the omics kernels rely on it)."""
+    from kernels.omics import fill_normal, normal_rows, released_columns
+
+    for seed, shape in [(1, (300, 7)), (2, (1, 2941)), (3, (0, 5)), (4, (5, 0)), (5, (2000, 600))]:
+        ref = _pcg(seed)
+        want, after = ref.standard_normal(shape), ref.standard_normal(3)
+        got, g = np.empty(shape), _pcg(seed)
+        fill_normal(g, got)
+        assert np.array_equal(got, want) and np.array_equal(g.standard_normal(3), after)
+    rows = np.array([0, 3, 4, 9], dtype=np.int64)
+    got, g = np.empty((4, 11)), _pcg(6)
+    normal_rows(g, 10, rows, got)
+    ref = _pcg(6)
+    assert np.array_equal(got, ref.standard_normal((10, 11))[rows]) and g.random() == ref.random()
+    values = _pcg(7).standard_normal((4, 11))
+    out = np.empty((11, 4), np.float32)
+    released_columns(values, _pcg(8), 10, rows, np.full(4, 0.3), out)
+    u = _pcg(8).random((10, 11))[rows]
+    assert np.array_equal(np.isnan(out), (u < 0.3).T) and np.array_equal(out[~np.isnan(out)], values.T[u.T >= 0.3].astype(np.float32))
+
+
+def _pathway_inputs(rng, n=37, P=23, M=6, v=40, F=3):
+    """A block's inputs with pathways of every kind: inactive ones, anchors read as their
+    abundance, baseline and late followers (some of them feeders too)."""
+    dosage = rng.integers(0, 3, (n, v)).astype(np.int8)
+    q = rng.uniform(0.05, 0.5, v)
+    sizes = rng.integers(0, 5, M)
+    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    feeders = rng.integers(0, P, indptr[-1]).astype(np.int64)
+    adjust_col = np.full(P, -1, np.int64)
+    adjust_col[feeders[:2]] = [0, 1]
+    followers = np.sort(rng.choice(P, 7, replace=False)).astype(np.int64)
+    return dict(
+        dosage=dosage, gmean=2 * q, ginv=1 / np.sqrt(2 * q * (1 - q)), cis=rng.integers(0, v, P).astype(np.int64),
+        cis_coef=rng.uniform(0.1, 0.5, P), master=np.where(rng.random(P) < 0.3, rng.integers(0, v, P), -1).astype(np.int64),
+        trans_coef=0.1, factors=rng.standard_normal((n, F)), loadings=rng.standard_normal((P, F)),
+        resid=rng.standard_normal((n, P)), resid_scale=rng.uniform(0.5, 1.0, P), resid_coef=0.8,
+        covariates=rng.standard_normal((n, 4)), cov_coef=rng.standard_normal((P, 4)), adjust_col=adjust_col,
+        adjust=rng.standard_normal((n, 2)), extra_coef=rng.standard_normal(M), extra=rng.standard_normal((n, M)),
+        direct_coef=rng.standard_normal(M), direct_variant=rng.integers(0, v, M).astype(np.int64), twoq=2 * q[:M],
+        gsd=np.sqrt(2 * q[:M] * (1 - q[:M])), path_cov=rng.standard_normal((M, 4)),
+        active=(rng.random(M) < 0.7).astype(np.uint8), indptr=indptr, feeders=feeders,
+        coef=rng.standard_normal(indptr[-1]), late_k=rng.standard_normal(M), late_coef=rng.standard_normal(indptr[-1]),
+        followers=followers, path=rng.integers(0, M, len(followers)).astype(np.int64),
+        is_late=(rng.random(len(followers)) < 0.5).astype(np.uint8), loading=rng.uniform(0.3, 0.6, P))
+
+
+def test_row_wise_omics_kernels_match_twins():
+    from kernels import omics
+    from kernels.reference import omics as twin
+
+    for seed in range(4):
+        a = _pathway_inputs(np.random.default_rng(seed))
+        n, P = a["resid"].shape
+        M = len(a["active"])
+        bio, raw, k, late = np.empty((n, P)), np.empty((n, P)), np.empty((n, M)), np.empty((n, M))
+        omics.proteins(*a.values(), bio, raw, k, late)
+        for got, want in zip((bio, raw, k, late), twin.proteins(*a.values())):
+            assert np.array_equal(got, want)
+        # the pieces on their own
+        keys = ("dosage", "gmean", "ginv", "cis", "cis_coef", "master", "trans_coef", "factors", "loadings", "resid",
+                "resid_scale", "resid_coef")
+        b2 = np.empty((n, P))
+        omics.molecule_bio_scaled(*(a[x] for x in keys), b2)
+        assert np.array_equal(b2, twin.molecule_bio_scaled(*(a[x] for x in keys)))
+        r2 = np.empty((n, P))
+        omics.add_covariate_terms(b2, a["covariates"], a["cov_coef"], r2)
+        assert np.array_equal(r2, twin.add_covariate_terms(b2, a["covariates"], a["cov_coef"]))
+        pk = ("adjust_col", "adjust", "extra_coef", "extra", "direct_coef")
+        g, terms = np.random.default_rng(9).standard_normal((2, n, M))
+        k2, l2 = np.empty((n, M)), np.empty((n, M))
+        rest = (a["active"], a["indptr"], a["feeders"], a["coef"], a["late_k"], a["late_coef"])
+        omics.pathway_sums(r2, *(a[x] for x in pk), g, terms, *rest, k2, l2)
+        for got, want in zip((k2, l2), twin.pathway_sums(r2, *(a[x] for x in pk), g, terms, *rest)):
+            assert np.array_equal(got, want)
+        fk = (a["followers"], a["path"], a["is_late"], a["loading"])
+        want = twin.add_paths(r2, b2, k2, l2, *fk)
+        omics.add_paths(r2, b2, k2, l2, *fk)
+        assert np.array_equal(r2, want[0]) and np.array_equal(b2, want[1])
+        conc, cc = np.random.default_rng(seed).uniform(0.2, 0.9, P), a["cov_coef"][:, :3].copy()
+        tk = keys[:9]
+        t_got = np.empty((n, P))
+        omics.transcripts(_pcg(seed), *(a[x] for x in tk), 0.8, bio, conc, a["covariates"][:, :3].copy(), cc, t_got)
+        assert np.array_equal(t_got, twin.transcripts(_pcg(seed), *(a[x] for x in tk), 0.8, bio, conc,
+                                                      a["covariates"][:, :3].copy(), cc))
+        mean, sd = raw.mean(0), raw.std(0)
+        s = np.empty_like(raw)
+        omics.standardise(raw, mean, sd, s)
+        assert np.array_equal(s, twin.standardise(raw, mean, sd))
+        rows = np.flatnonzero(np.random.default_rng(seed).random(n) < 0.4).astype(np.int64)
+        thr = np.random.default_rng(seed).uniform(0.0, 0.2, len(rows))
+        out = np.empty((P, len(rows)), np.float32)
+        omics.released_columns(s[rows], _pcg(seed), n, rows, thr, out)
+        assert out.tobytes() == twin.released_columns(s[rows], _pcg(seed), n, rows, thr).tobytes()
