@@ -81,175 +81,27 @@ def parquet_bytes(table: pa.Table) -> bytes:
 
 # --------------------------------------------------------------------------- library.parquet from the parts
 # A part is a one-row-group Parquet file of the library's schema; the library is the parts' row groups
-# back to back.  Its column chunks are the parts' bytes unchanged (pyarrow writes the same bytes for a
-# row group alone or among others), so the library is assembled at the byte level: the parts' data,
-# then a footer that lists every part's row group with its offsets moved by where the part landed.
-# The footer is Thrift's compact protocol (parquet.thrift FileMetaData), read and written field by
-# field in the order it came, so every field this code does not change is written as pyarrow wrote it.
-
-_THRIFT_STRUCT, _THRIFT_LIST = 12, 9
-# absolute file offsets (a ColumnChunk's deprecated file_offset only when set: pyarrow writes 0)
-_MOVED = {"row_group": (5,), "column_chunk": (2, 4, 6), "column_meta": (9, 10, 11, 14)}
-
-
-def _varint(buf, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _put_varint(out: bytearray, value: int) -> None:
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _thrift_value(buf, pos: int, kind: int):
-    if kind in (1, 2):  # a struct field's bool lives in its type nibble
-        return kind == 1, pos
-    if kind == 3:
-        return struct.unpack_from("b", buf, pos)[0], pos + 1
-    if kind in (4, 5, 6):
-        v, pos = _varint(buf, pos)
-        return (v >> 1) ^ -(v & 1), pos
-    if kind == 7:
-        return struct.unpack_from("<d", buf, pos)[0], pos + 8
-    if kind == 8:
-        n, pos = _varint(buf, pos)
-        return bytes(buf[pos:pos + n]), pos + n
-    if kind == _THRIFT_LIST:
-        head = buf[pos]
-        pos += 1
-        n, item = head >> 4, head & 0x0F
-        if n == 15:
-            n, pos = _varint(buf, pos)
-        items = []
-        for _ in range(n):
-            if item in (1, 2):
-                items.append(buf[pos] == 1)
-                pos += 1
-            else:
-                v, pos = _thrift_value(buf, pos, item)
-                items.append(v)
-        return (item, items), pos
-    if kind == _THRIFT_STRUCT:
-        fields, last = [], 0
-        while True:
-            head = buf[pos]
-            pos += 1
-            if head == 0:
-                return fields, pos
-            if head >> 4:
-                fid = last + (head >> 4)
-            else:
-                v, pos = _varint(buf, pos)
-                fid = (v >> 1) ^ -(v & 1)
-            value, pos = _thrift_value(buf, pos, head & 0x0F)
-            fields.append([fid, head & 0x0F, value])
-            last = fid
-    raise ValueError(f"Parquet footer: Thrift compact type {kind} is not one a footer uses")
-
-
-def _put_thrift(out: bytearray, kind: int, value) -> None:
-    if kind == 3:
-        out += struct.pack("b", value)
-    elif kind in (4, 5, 6):
-        _put_varint(out, (value << 1) ^ (value >> 63))
-    elif kind == 7:
-        out += struct.pack("<d", value)
-    elif kind == 8:
-        _put_varint(out, len(value))
-        out += value
-    elif kind == _THRIFT_LIST:
-        item, items = value
-        if len(items) < 15:
-            out.append((len(items) << 4) | item)
-        else:
-            out.append(0xF0 | item)
-            _put_varint(out, len(items))
-        for v in items:
-            if item in (1, 2):
-                out.append(1 if v else 2)
-            else:
-                _put_thrift(out, item, v)
-    elif kind == _THRIFT_STRUCT:
-        last = 0
-        for fid, k, v in value:
-            k = (1 if v else 2) if k in (1, 2) else k
-            if 0 < fid - last <= 15:
-                out.append(((fid - last) << 4) | k)
-            else:
-                out.append(k)
-                _put_varint(out, (fid << 1) ^ (fid >> 63))
-            if k not in (1, 2):
-                _put_thrift(out, k, v)
-            last = fid
-        out.append(0)
-    else:
-        raise ValueError(f"Parquet footer: Thrift compact type {kind} is not one a footer uses")
-
-
-def _field(fields: list, fid: int):
-    return next((f[2] for f in fields if f[0] == fid), None)
-
-
-def _moved(fields: list, shift: int, which: str, ordinal: int = 0) -> list:
-    """A copy of a footer struct with its absolute offsets (and those of its children) moved by
-    ``shift``; a row group's ordinal, when written, becomes ``ordinal``."""
-    out = []
-    for fid, kind, value in fields:
-        if fid in _MOVED[which] and kind == 6 and value:
-            value += shift
-        elif which == "row_group" and fid == 7:
-            value = ordinal
-        elif which == "row_group" and fid == 1:  # columns: list<ColumnChunk>
-            value = (value[0], [_moved(c, shift, "column_chunk") for c in value[1]])
-        elif which == "column_chunk" and fid == 3:  # meta_data: ColumnMetaData
-            value = _moved(value, shift, "column_meta")
-        out.append([fid, kind, value])
-    return out
-
-
-def parquet_footer(data) -> tuple[int, list]:
-    """(where the footer starts, its FileMetaData fields) of a whole Parquet file's bytes."""
-    if bytes(data[:4]) != b"PAR1" or bytes(data[-4:]) != b"PAR1":
-        raise ValueError("not a Parquet file (no PAR1 magic)")
-    size = struct.unpack_from("<I", data, len(data) - 8)[0]
-    start = len(data) - 8 - size
-    fields, end = _thrift_value(data, start, _THRIFT_STRUCT)
-    if end != len(data) - 8:
-        raise ValueError("Parquet footer: trailing bytes after FileMetaData")
-    return start, fields
+# back to back, stitched at the byte level by pipeline.writers.parquet_stitch (the parts' column
+# chunks unchanged, a footer listing every row group with its offsets moved): the file a
+# pq.ParquetWriter writes when it is given each part's table in turn as one row group.
 
 
 def concat_parquet(parts, write) -> None:
     """Write (through ``write(bytes)``) the Parquet file whose row groups are those of ``parts``
-    (whole files' bytes of one schema, in order): the file a ``pq.ParquetWriter`` writes when it
-    is given each part's table in turn as one row group."""
-    at, meta, row_groups, rows = 4, None, [], 0
-    write(b"PAR1")
+    (an iterable of whole files' bytes of one schema, in order), holding one part at a time
+    (and every part's footer, to write the file's own at the end)."""
+    from ..writers.parquet_stitch import MAGIC, StitchError, TRAILER_BYTES, footer_span, stitch_footer, trailer
+
+    footers, bodies = [], []
+    write(MAGIC)
     for data in parts:
-        start, fields = parquet_footer(data)
-        if meta is None:
-            meta = fields
-        elif [f for f in fields if f[0] not in (3, 4)] != [f for f in meta if f[0] not in (3, 4)]:
-            raise ValueError("concat_parquet: the parts' schemas or writers differ")
-        row_groups += [_moved(g, at - 4, "row_group", len(row_groups) + k) for k, g in enumerate(_field(fields, 4)[1])]
-        rows += _field(fields, 3)
-        write(memoryview(data)[4:start])
-        at += start - 4
-    if meta is None:
-        raise ValueError("concat_parquet: no parts")
-    footer = bytearray()
-    _put_thrift(footer, _THRIFT_STRUCT, [[fid, kind, rows if fid == 3 else (_THRIFT_STRUCT, row_groups) if fid == 4 else v]
-                                         for fid, kind, v in meta])
-    write(bytes(footer) + struct.pack("<I", len(footer)) + b"PAR1")
+        if bytes(data[:4]) != MAGIC:
+            raise StitchError("not a Parquet file (no PAR1 at its start)")
+        lo, hi = footer_span(bytes(data[-TRAILER_BYTES:]), len(data))
+        footers.append(bytes(data[lo:hi]))
+        bodies.append(lo - 4)
+        write(memoryview(data)[4:lo])
+    write(trailer(stitch_footer(footers, bodies)))
 
 
 def sdf_bytes(ids: list, z: np.ndarray, charge: np.ndarray, atom_offset: np.ndarray, xyz: np.ndarray,
