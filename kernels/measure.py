@@ -10,6 +10,8 @@ distance is the square root of the same integer, so the order is the same).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .numba_util import njit
@@ -118,7 +120,8 @@ def label4(image, labels):
 def squared_edt(image, out):
     """Exact squared Euclidean distance of each nonzero pixel of ``image`` to the nearest
     zero pixel (scipy.ndimage.distance_transform_edt squared; zeros get 0).  Separable:
-    column distances, then a brute-force row pass (the crops are ~50 px wide)."""
+    column distances, then a row pass that searches outwards from each pixel and stops once
+    the column offset alone reaches the best distance found (the same minimum)."""
     h, w = image.shape
     g = np.empty((h, w), dtype=np.int64)
     for x in range(w):
@@ -143,14 +146,23 @@ def squared_edt(image, out):
                 out[y, x] = 0
                 continue
             best = np.int64(1) << 62
-            for xx in range(w):
-                gv = g[y, xx]
-                if gv >= _BIG:
-                    continue
-                dx = x - xx
-                v = dx * dx + gv * gv
-                if v < best:
-                    best = v
+            d = 0
+            while d < w and d * d < best:
+                xx = x - d
+                if xx >= 0:
+                    gv = g[y, xx]
+                    if gv < _BIG:
+                        v = d * d + gv * gv
+                        if v < best:
+                            best = v
+                xx = x + d
+                if d > 0 and xx < w:
+                    gv = g[y, xx]
+                    if gv < _BIG:
+                        v = d * d + gv * gv
+                        if v < best:
+                            best = v
+                d += 1
             out[y, x] = best
 
 
@@ -225,32 +237,336 @@ def gaussian_constant(image, weights, out):
     """scipy.ndimage.gaussian_filter(image, sigma, mode="constant") for float64 ``image``
     given its 1-D ``weights`` (odd, symmetric: ``scipy.ndimage._filters._gaussian_kernel1d``):
     rows then columns as scipy's correlate1d sums a symmetric filter (centre term first,
-    then the mirrored pairs from the outermost in), zeros beyond the edges."""
+    then the mirrored pairs from the outermost in), zeros beyond the edges.  Each output's
+    sum is made in that order; the loops run across outputs (rows of the image), so they
+    vectorise."""
     h, w = image.shape
     r = weights.shape[0] // 2
-    tmp = np.empty((h, w), dtype=np.float64)
-    line = np.zeros(max(h, w) + 2 * r, dtype=np.float64)
-    for x in range(w):  # axis 0
-        for y in range(h):
-            line[r + y] = image[y, x]
-        for y in range(h, h + r):
-            line[r + y] = 0.0
-        for y in range(h):
-            c = r + y
-            acc = line[c] * weights[r]
-            for j in range(-r, 0):
-                acc += (line[c + j] + line[c - j]) * weights[r + j]
-            tmp[y, x] = acc
-    for i in range(r):
-        line[i] = 0.0
-    for y in range(h):  # axis 1
+    padded = np.zeros((h + 2 * r, w), dtype=np.float64)  # axis 0: zero rows above and below
+    padded[r:r + h] = image
+    tmp = np.zeros((h, w + 2 * r), dtype=np.float64)     # axis 1: zero columns either side
+    acc = np.empty(w, dtype=np.float64)
+    centre = weights[r]
+    for y in range(h):
+        c = y + r
         for x in range(w):
-            line[r + x] = tmp[y, x]
-        for x in range(w, w + r):
-            line[r + x] = 0.0
+            acc[x] = padded[c, x] * centre
+        for j in range(-r, 0):
+            wj = weights[r + j]
+            above = padded[c + j]
+            below = padded[c - j]
+            for x in range(w):
+                acc[x] += (above[x] + below[x]) * wj
         for x in range(w):
-            c = r + x
-            acc = line[c] * weights[r]
-            for j in range(-r, 0):
-                acc += (line[c + j] + line[c - j]) * weights[r + j]
-            out[y, x] = acc
+            tmp[y, r + x] = acc[x]
+    for y in range(h):
+        row = tmp[y]
+        for x in range(w):
+            acc[x] = row[r + x] * centre
+        for j in range(-r, 0):
+            wj = weights[r + j]
+            for x in range(w):
+                acc[x] += (row[r + x + j] + row[r + x - j]) * wj
+        for x in range(w):
+            out[y, x] = acc[x]
+
+
+# ----------------------------------------------------------------------------- the whole baseline analysis
+
+
+@njit
+def _block_sum(a, lo, n):
+    """numpy's float64 pairwise sum of a run of at most 128: eight interleaved partial sums."""
+    if n < 8:
+        s = 0.0
+        for i in range(n):
+            s += a[lo + i]
+        return s
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    stop = n - n % 8
+    while i < stop:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        s += a[lo + i]
+        i += 1
+    return s
+
+
+@njit
+def pairwise_sum(a, lo, n):
+    """numpy's float64 ``add.reduce`` of a[lo:lo + n] (contiguous), bit for bit: runs of up to
+    128 by ``_block_sum``, longer ones split in two at a multiple of 8 and the halves' sums
+    added (numpy recurses; here an explicit stack, since a recursive kernel breaks Numba's
+    on-disk cache)."""
+    if n <= 128:
+        return _block_sum(a, lo, n)
+    stack_lo = np.empty(192, dtype=np.int64)
+    stack_n = np.empty(192, dtype=np.int64)
+    stack_join = np.empty(192, dtype=np.bool_)
+    sums = np.empty(96)
+    top = 1
+    stack_lo[0], stack_n[0], stack_join[0] = lo, n, False
+    n_sums = 0
+    while top > 0:
+        top -= 1
+        start, length, join = stack_lo[top], stack_n[top], stack_join[top]
+        if join:  # both halves summed: left + right
+            n_sums -= 1
+            sums[n_sums - 1] = sums[n_sums - 1] + sums[n_sums]
+        elif length <= 128:
+            sums[n_sums] = _block_sum(a, start, length)
+            n_sums += 1
+        else:
+            half = length // 2
+            half -= half % 8
+            stack_lo[top], stack_n[top], stack_join[top] = start, length, True
+            stack_lo[top + 1], stack_n[top + 1], stack_join[top + 1] = start + half, length - half, False
+            stack_lo[top + 2], stack_n[top + 2], stack_join[top + 2] = start, half, False
+            top += 3
+    return sums[0]
+
+
+@njit
+def median_of(values, n):
+    """np.median of values[:n] (finite): the middle value, or the mean of the middle two."""
+    v = np.sort(values[:n])
+    if n % 2:
+        return v[n // 2]
+    return (v[n // 2 - 1] + v[n // 2]) / 2.0
+
+
+@njit
+def t1_heterogeneity(t1map, weights, margin):
+    """SD over the three slices' myocardium of (T1 smoothed by the mask-normalised Gaussian minus
+    its slice mean): ``pipeline.imaging.measure`` step 4, numpy's sums in numpy's order."""
+    n_slices, h, w = t1map.shape
+    finite = np.isfinite(t1map)
+    values = np.empty(finite.sum())
+    at = 0
+    for s in range(n_slices):
+        y0, y1, x0, x1 = crop_box(finite[s], margin)
+        if y0 < 0:
+            continue
+        bh = y1 - y0
+        bw = x1 - x0
+        v = np.empty((bh, bw))
+        m = np.empty((bh, bw))
+        for y in range(bh):
+            for x in range(bw):
+                inside = finite[s, y0 + y, x0 + x]
+                v[y, x] = np.float64(t1map[s, y0 + y, x0 + x]) if inside else 0.0
+                m[y, x] = 1.0 if inside else 0.0
+        num = np.empty((bh, bw))
+        den = np.empty((bh, bw))
+        gaussian_constant(v, weights, num)
+        gaussian_constant(m, weights, den)
+        start = at
+        for y in range(bh):
+            for x in range(bw):
+                if finite[s, y0 + y, x0 + x]:
+                    values[at] = num[y, x] / den[y, x]
+                    at += 1
+        mean = pairwise_sum(values, start, at - start) / (at - start)
+        for k in range(start, at):
+            values[k] = values[k] - mean
+    if at == 0:
+        return np.nan
+    mean = pairwise_sum(values, 0, at) / at
+    squares = np.empty(at)
+    for k in range(at):
+        d = values[k] - mean
+        squares[k] = d * d
+    return math.sqrt(pairwise_sum(squares, 0, at) / at)
+
+
+@njit
+def centre_of_mass(mask):
+    """scipy.ndimage.center_of_mass of a boolean image: (row, column), its sums in numpy's order."""
+    h, w = mask.shape
+    ys = np.empty(h * w)
+    xs = np.empty(h * w)
+    count = 0
+    for y in range(h):
+        for x in range(w):
+            on = mask[y, x]
+            ys[y * w + x] = float(y) if on else 0.0
+            xs[y * w + x] = float(x) if on else 0.0
+            count += on
+    return pairwise_sum(ys, 0, h * w) / count, pairwise_sum(xs, 0, h * w) / count
+
+
+@njit
+def wall_thickness(mask, cy, cx, ray_sin, ray_cos, steps, step_px):
+    """Mean over rays from (cy, cx) of the length of the first run of ``mask`` pixels (pixels
+    sampled at rint(centre + direction x step)), over rays that enter and leave it; NaN if none."""
+    h, w = mask.shape
+    n_rays = ray_sin.shape[0]
+    lengths = np.empty(n_rays)
+    n_ok = 0
+    for k in range(n_rays):
+        start = -1
+        for j in range(steps.shape[0]):
+            yi = np.int64(np.rint(cy + ray_sin[k] * steps[j]))
+            xi = np.int64(np.rint(cx + ray_cos[k] * steps[j]))
+            on = 0 <= yi < h and 0 <= xi < w and mask[yi, xi]
+            if start < 0:
+                if on:
+                    start = j
+            elif not on:
+                lengths[n_ok] = (j - start) * step_px
+                n_ok += 1
+                break
+    if n_ok == 0:
+        return np.nan
+    return pairwise_sum(lengths, 0, n_ok) / n_ok
+
+
+@njit
+def region_fractions(frames_cine, y0, x0, region, myo_level, contrast, lo, hi, curve):
+    """Blood fraction of every ``region`` pixel (box at y0, x0 of each frame of ``frames_cine``
+    [f, H, W]): clip((I - myo) / contrast, lo, hi) [f, n], raster order (made once per grey level
+    I, the same value); ``curve`` [f] gets each frame's sum in numpy's order.  numpy holds the
+    fractions pixel-major (``cine[:, box][:, region]`` is F-ordered), so its sum over pixels adds
+    them one by one in raster order, every frame at once (as here); a single frame is one
+    contiguous row, summed pairwise."""
+    bh, bw = region.shape
+    n = region.sum()
+    frames, h, w = frames_cine.shape
+    level = np.empty(256)
+    for v in range(256):
+        level[v] = min(max((np.float64(v) - myo_level) / contrast, lo), hi)
+    offsets = np.empty(n, dtype=np.int64)
+    k = 0
+    for y in range(bh):
+        for x in range(bw):
+            if region[y, x]:
+                offsets[k] = (y0 + y) * w + x0 + x
+                k += 1
+    fraction = np.empty((frames, n))
+    for f in range(frames):
+        plane = frames_cine[f].reshape(h * w)
+        row = fraction[f]
+        for k in range(n):
+            row[k] = level[plane[offsets[k]]]
+    if frames == 1:
+        curve[0] = pairwise_sum(fraction[0], 0, n)
+        return fraction
+    total = np.zeros(frames)
+    for k in range(n):
+        for f in range(frames):
+            total[f] += fraction[f, k]
+    curve[:] = total
+    return fraction
+
+
+@njit
+def measure_core(cine, t1map, weights, t1_margin, min_cavity, mid, lo, hi, ray_sin, ray_cos, steps, step_px,
+                 scalars, curves, slice_ok):
+    """Steps 1-4 of ``pipeline.imaging.measure`` for one participant (cine uint8 [s, f, H, W],
+    t1map float32 [s, H, W]) but the T1 mean, the sectors and the filling lag.
+
+    scalars float64 [10] out: t1 heterogeneity, myocardial area (mid), stage reached (0 no mid
+    cavity, 1 too few deep pixels, 2 too little contrast, 3 measured), myo level, contrast,
+    cavity centroid y, x, filled-mask centroid y, x, wall thickness (the last six when 3).
+    curves float64 [s, f] out: each slice's cavity-area curve (slice_ok[s] when measured).
+    Returns the mid slice's region pixels (rows, columns in its box) and their blood fractions
+    at end-diastole and end-systole (the minimum of the mid curve), for the sector analysis."""
+    n_slices, frames, h, w = cine.shape
+    finite = np.isfinite(t1map)
+    scalars[:] = np.nan
+    scalars[0] = t1_heterogeneity(t1map, weights, t1_margin)
+    scalars[1] = finite[mid].sum()
+    slice_ok[:] = False
+    boxes = np.zeros((n_slices, 4), dtype=np.int64)
+    regions = np.zeros((n_slices, h, w), dtype=np.bool_)
+    empty = np.zeros(0, dtype=np.int64)
+    none = np.zeros(0)
+    mid_mask = np.zeros((0, 0), dtype=np.bool_)
+    mid_cavity = np.zeros((0, 0), dtype=np.bool_)
+    mid_filled = np.zeros((0, 0), dtype=np.bool_)
+    for s in range(n_slices):
+        y0, y1, x0, x1 = crop_box(finite[s], 3)
+        if y0 < 0:
+            continue
+        mask = np.ascontiguousarray(finite[s, y0:y1, x0:x1])
+        cavity = np.empty(mask.shape, dtype=np.bool_)
+        filled = np.empty(mask.shape, dtype=np.bool_)
+        region = np.empty(mask.shape, dtype=np.bool_)
+        if not lv_cavity(mask, min_cavity, cavity, filled, region):
+            continue
+        slice_ok[s] = True
+        boxes[s, 0], boxes[s, 1], boxes[s, 2], boxes[s, 3] = y0, y1, x0, x1
+        regions[s, :y1 - y0, :x1 - x0] = region
+        if s == mid:
+            mid_mask, mid_cavity, mid_filled = mask, cavity, filled
+    scalars[2] = 0.0
+    if not slice_ok[mid]:
+        return empty, empty, none, none
+    y0, y1, x0, x1 = boxes[mid, 0], boxes[mid, 1], boxes[mid, 2], boxes[mid, 3]
+    bh, bw = y1 - y0, x1 - x0
+    deep_cavity = np.empty((bh, bw), dtype=np.bool_)
+    once = np.empty((bh, bw), dtype=np.bool_)
+    erode_cross(mid_cavity, once)
+    erode_cross(once, deep_cavity)
+    deep_myo = np.empty((bh, bw), dtype=np.bool_)
+    erode_cross(mid_mask, deep_myo)
+    scalars[2] = 1.0
+    n_blood = deep_cavity.sum()
+    n_myo = deep_myo.sum()
+    if n_blood < 5 or n_myo < 5:
+        return empty, empty, none, none
+    blood = np.empty(n_blood)
+    myo = np.empty(n_myo)
+    nb = 0
+    nm = 0
+    for y in range(bh):
+        for x in range(bw):
+            value = np.float64(cine[mid, 0, y0 + y, x0 + x])
+            if deep_cavity[y, x]:
+                blood[nb] = value
+                nb += 1
+            if deep_myo[y, x]:
+                myo[nm] = value
+                nm += 1
+    blood_level = median_of(blood, nb)
+    myo_level = median_of(myo, nm)
+    contrast = blood_level - myo_level
+    scalars[3] = myo_level
+    scalars[4] = contrast
+    scalars[2] = 2.0
+    if contrast <= 5.0:
+        return empty, empty, none, none
+    scalars[2] = 3.0
+    mid_region = np.ascontiguousarray(regions[mid, :bh, :bw])
+    fraction = region_fractions(cine[mid], y0, x0, mid_region, myo_level, contrast, lo, hi, curves[mid])
+    for s in range(n_slices):
+        if s != mid and slice_ok[s]:
+            region = np.ascontiguousarray(regions[s, :boxes[s, 1] - boxes[s, 0], :boxes[s, 3] - boxes[s, 2]])
+            region_fractions(cine[s], boxes[s, 0], boxes[s, 2], region, myo_level, contrast, lo, hi, curves[s])
+    es = np.argmin(curves[mid])
+    cy, cx = centre_of_mass(mid_cavity)
+    fy, fx = centre_of_mass(mid_filled)
+    scalars[5], scalars[6], scalars[7], scalars[8] = cy, cx, fy, fx
+    scalars[9] = wall_thickness(mid_mask, cy, cx, ray_sin, ray_cos, steps, step_px)
+    n = fraction.shape[1]
+    rows = np.empty(n, dtype=np.int64)
+    cols = np.empty(n, dtype=np.int64)
+    k = 0
+    for y in range(bh):
+        for x in range(bw):
+            if mid_region[y, x]:
+                rows[k] = y
+                cols[k] = x
+                k += 1
+    return rows, cols, fraction[0].copy(), fraction[es].copy()
