@@ -312,28 +312,49 @@ def render_subject_slice(i, s, traits, segments, site_index, keys, site_fields, 
         for c_ in range(TEXTURE_NODES):
             nodes[a, c_] = table[hashed_u64(tex_base, a * TEXTURE_NODES + c_) >> _TABLE_SHIFT]
     noise_base = plane_base(key, ROW_T1_NOISE + s)
-    wx = np.empty(4)
-    wy = np.empty(4)
+    # The B-spline weights depend on the column (x) and the row (y) alone: made once per column and row.
+    col_node = np.empty(size, dtype=np.int64)
+    col_weight = np.empty((size, 4))
+    col_norm = np.empty(size)
+    row_node = np.empty(size, dtype=np.int64)
+    row_weight = np.empty((size, 4))
+    row_norm = np.empty(size)
+    for x in range(size):
+        gx = (x - cx) / spacing + half_nodes
+        ix = int(math.floor(gx))
+        col_norm[x] = bspline_weights(gx - ix, col_weight[x])
+        col_node[x] = ix
+    for y in range(size):
+        gy = (y - cy) / spacing + half_nodes
+        iy = int(math.floor(gy))
+        row_norm[y] = bspline_weights(gy - iy, row_weight[y])
+        row_node[y] = iy
+    # The myocardium (coverage at least one half at end-diastole), listed without a branch per pixel.
+    myo_pixel = np.empty(n_heart, dtype=np.int64)
+    n_myo = 0
     for h in range(n_heart):
-        if myo_cover[h] < 0.5:
-            continue
-        p = heart_pixel[h]
+        myo_pixel[n_myo] = heart_pixel[h]
+        n_myo += not (myo_cover[h] < 0.5)
+    # The fit noise first, in a loop of independent look-ups (the table is large and cold here: many
+    # misses in flight at once, not one per pixel behind the texture's chain of sums).
+    fit_noise = np.empty(n_myo)
+    for m in range(n_myo):
+        fit_noise[m] = table[hashed_u64(noise_base, myo_pixel[m]) >> _TABLE_SHIFT]
+    for m in range(n_myo):
+        p = myo_pixel[m]
         y = p // size
         x = p - y * size
-        gx = (x - cx) / spacing + half_nodes
-        gy = (y - cy) / spacing + half_nodes
-        ix = int(math.floor(gx))
-        iy = int(math.floor(gy))
-        norm_x = bspline_weights(gx - ix, wx)
-        norm_y = bspline_weights(gy - iy, wy)
+        ix = col_node[x]
+        iy = row_node[y]
         texture = 0.0
         for a in range(4):
             row = min(max(iy - 1 + a, 0), TEXTURE_NODES - 1)
+            wy = row_weight[y, a]
             for c_ in range(4):
                 col = min(max(ix - 1 + c_, 0), TEXTURE_NODES - 1)
-                texture += wy[a] * wx[c_] * nodes[row, col]
-        texture /= norm_x * norm_y
-        value = t1 + t1_het * texture + t1_sd * table[hashed_u64(noise_base, p) >> _TABLE_SHIFT]
+                texture += wy * col_weight[x, c_] * nodes[row, col]
+        texture /= col_norm[x] * row_norm[y]
+        value = t1 + t1_het * texture + t1_sd * fit_noise[m]
         if value < t1_floor:
             value = t1_floor
         t1_plane[p] = np.float32(value)
