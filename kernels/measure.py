@@ -338,12 +338,23 @@ def pairwise_sum(a, lo, n):
 
 
 @njit
-def median_of(values, n):
-    """np.median of values[:n] (finite): the middle value, or the mean of the middle two."""
-    v = np.sort(values[:n])
+def _ranked(counts, rank):
+    """The grey level at ``rank`` (0-based) in sorted order, from a histogram of levels."""
+    seen = 0
+    for v in range(counts.shape[0]):
+        seen += counts[v]
+        if seen > rank:
+            return v
+    return counts.shape[0] - 1
+
+
+@njit
+def median_of_counts(counts, n):
+    """np.median of n grey levels (as float64) given their histogram: the middle value, or the
+    mean of the middle two (the values sorting would give)."""
     if n % 2:
-        return v[n // 2]
-    return (v[n // 2 - 1] + v[n // 2]) / 2.0
+        return np.float64(_ranked(counts, n // 2))
+    return (np.float64(_ranked(counts, n // 2 - 1)) + np.float64(_ranked(counts, n // 2))) / 2.0
 
 
 @njit
@@ -369,8 +380,7 @@ def t1_heterogeneity(t1map, weights, margin):
                 m[y, x] = 1.0 if inside else 0.0
         num = np.empty((bh, bw))
         den = np.empty((bh, bw))
-        gaussian_constant(v, weights, num)
-        gaussian_constant(m, weights, den)
+        smooth_at_mask(v, m, finite[s, y0:y1, x0:x1], weights, num, den)
         start = at
         for y in range(bh):
             for x in range(bw):
@@ -388,6 +398,72 @@ def t1_heterogeneity(t1map, weights, margin):
         d = values[k] - mean
         squares[k] = d * d
     return math.sqrt(pairwise_sum(squares, 0, at) / at)
+
+
+@njit
+def smooth_at_mask(v, m, inside, weights, num, den):
+    """``gaussian_constant`` of ``v`` and of ``m`` (into ``num``, ``den``), the same sums, made only
+    where the mask-normalised smoothing reads them: at the ``inside`` pixels (the first pass on
+    their rows, the second on each row's span of them; elsewhere num and den are left unset)."""
+    h, w = v.shape
+    r = weights.shape[0] // 2
+    centre = weights[r]
+    y_lo, y_hi = h, -1
+    x_lo = np.full(h, w, dtype=np.int64)
+    x_hi = np.full(h, -1, dtype=np.int64)
+    for y in range(h):
+        for x in range(w):
+            if inside[y, x]:
+                x_lo[y] = min(x_lo[y], x)
+                x_hi[y] = max(x_hi[y], x)
+                y_lo = min(y_lo, y)
+                y_hi = max(y_hi, y)
+    if y_hi < 0:
+        return
+    pv = np.zeros((h + 2 * r, w))
+    pm = np.zeros((h + 2 * r, w))
+    pv[r:r + h] = v
+    pm[r:r + h] = m
+    tv = np.zeros((h, w + 2 * r))
+    tm = np.zeros((h, w + 2 * r))
+    av = np.empty(w)
+    am = np.empty(w)
+    for y in range(y_lo, y_hi + 1):  # axis 0
+        c = y + r
+        _scaled(av, pv[c], 0, centre, 0, w)
+        _scaled(am, pm[c], 0, centre, 0, w)
+        for j in range(-r, 0):
+            _add_pair(av, pv[c + j], pv[c - j], 0, weights[r + j], 0, w)
+            _add_pair(am, pm[c + j], pm[c - j], 0, weights[r + j], 0, w)
+        tv[y, r:r + w] = av
+        tm[y, r:r + w] = am
+    for y in range(y_lo, y_hi + 1):  # axis 1, on the row's span of mask pixels
+        if x_hi[y] < 0:
+            continue
+        a, b = x_lo[y], x_hi[y] + 1
+        _scaled(av, tv[y], r, centre, a, b)
+        _scaled(am, tm[y], r, centre, a, b)
+        for j in range(-r, 0):
+            _add_pair(av, tv[y, r + j:], tv[y, r - j:], 0, weights[r + j], a, b)
+            _add_pair(am, tm[y, r + j:], tm[y, r - j:], 0, weights[r + j], a, b)
+        num[y, a:b] = av[a:b]
+        den[y, a:b] = am[a:b]
+
+
+@njit(inline="always")
+def _scaled(acc, src, offset, weight, a, b):
+    """acc[x] = src[offset + x] * weight for x in a..b-1 (unsigned indices: the loop vectorises)."""
+    o = np.uint64(offset)
+    for x in range(np.uint64(a), np.uint64(b)):
+        acc[x] = src[o + x] * weight
+
+
+@njit(inline="always")
+def _add_pair(acc, left, right, offset, weight, a, b):
+    """acc[x] += (left[offset + x] + right[offset + x]) * weight for x in a..b-1."""
+    o = np.uint64(offset)
+    for x in range(np.uint64(a), np.uint64(b)):
+        acc[x] += (left[o + x] + right[o + x]) * weight
 
 
 @njit
@@ -433,19 +509,26 @@ def wall_thickness(mask, cy, cx, ray_sin, ray_cos, steps, step_px):
 
 
 @njit
-def region_fractions(frames_cine, y0, x0, region, myo_level, contrast, lo, hi, curve):
-    """Blood fraction of every ``region`` pixel (box at y0, x0 of each frame of ``frames_cine``
-    [f, H, W]): clip((I - myo) / contrast, lo, hi) [f, n], raster order (made once per grey level
-    I, the same value); ``curve`` [f] gets each frame's sum in numpy's order.  numpy holds the
-    fractions pixel-major (``cine[:, box][:, region]`` is F-ordered), so its sum over pixels adds
-    them one by one in raster order, every frame at once (as here); a single frame is one
-    contiguous row, summed pairwise."""
-    bh, bw = region.shape
-    n = region.sum()
-    frames, h, w = frames_cine.shape
+def blood_fraction_levels(myo_level, contrast, lo, hi):
+    """The blood fraction clip((I - myo) / contrast, lo, hi) of each grey level I (0..255): the
+    value numpy gives every pixel of that level."""
     level = np.empty(256)
     for v in range(256):
         level[v] = min(max((np.float64(v) - myo_level) / contrast, lo), hi)
+    return level
+
+
+@njit
+def region_curve(frames_cine, y0, x0, region, level, curve):
+    """Grey levels [f, n] of the ``region`` pixels (box at y0, x0 of each frame of ``frames_cine``
+    [f, H, W], raster order) and ``curve`` [f]: each frame's sum of their blood fractions
+    (``level``) in numpy's order.  numpy holds the fractions pixel-major
+    (``cine[:, box][:, region]`` is F-ordered), so its sum over pixels adds them one by one in
+    raster order, every frame at once (as here); a single frame is one contiguous row, summed
+    pairwise."""
+    bh, bw = region.shape
+    n = region.sum()
+    frames, h, w = frames_cine.shape
     offsets = np.empty(n, dtype=np.int64)
     k = 0
     for y in range(bh):
@@ -453,21 +536,42 @@ def region_fractions(frames_cine, y0, x0, region, myo_level, contrast, lo, hi, c
             if region[y, x]:
                 offsets[k] = (y0 + y) * w + x0 + x
                 k += 1
-    fraction = np.empty((frames, n))
+    grey = np.empty((frames, n), dtype=np.uint8)
     for f in range(frames):
         plane = frames_cine[f].reshape(h * w)
-        row = fraction[f]
+        row = grey[f]
         for k in range(n):
-            row[k] = level[plane[offsets[k]]]
+            row[k] = plane[offsets[k]]
     if frames == 1:
-        curve[0] = pairwise_sum(fraction[0], 0, n)
-        return fraction
-    total = np.zeros(frames)
-    for k in range(n):
-        for f in range(frames):
-            total[f] += fraction[f, k]
-    curve[:] = total
-    return fraction
+        curve[0] = pairwise_sum(fractions_of(grey[0], level), 0, n)
+        return grey
+    f = 0
+    while f + 4 <= frames:  # four frames' sums at a time, each in pixel order
+        g0, g1, g2, g3 = grey[f], grey[f + 1], grey[f + 2], grey[f + 3]
+        t0 = t1 = t2 = t3 = 0.0
+        for k in range(n):
+            t0 += level[g0[k]]
+            t1 += level[g1[k]]
+            t2 += level[g2[k]]
+            t3 += level[g3[k]]
+        curve[f], curve[f + 1], curve[f + 2], curve[f + 3] = t0, t1, t2, t3
+        f += 4
+    while f < frames:
+        g0 = grey[f]
+        t0 = 0.0
+        for k in range(n):
+            t0 += level[g0[k]]
+        curve[f] = t0
+        f += 1
+    return grey
+
+
+@njit
+def fractions_of(grey, level):
+    out = np.empty(grey.shape[0])
+    for k in range(grey.shape[0]):
+        out[k] = level[grey[k]]
+    return out
 
 
 @njit
@@ -526,21 +630,15 @@ def measure_core(cine, t1map, weights, t1_margin, min_cavity, mid, lo, hi, ray_s
     n_myo = deep_myo.sum()
     if n_blood < 5 or n_myo < 5:
         return empty, empty, none, none
-    blood = np.empty(n_blood)
-    myo = np.empty(n_myo)
-    nb = 0
-    nm = 0
+    blood = np.zeros(256, dtype=np.int64)
+    myo = np.zeros(256, dtype=np.int64)
     for y in range(bh):
         for x in range(bw):
-            value = np.float64(cine[mid, 0, y0 + y, x0 + x])
-            if deep_cavity[y, x]:
-                blood[nb] = value
-                nb += 1
-            if deep_myo[y, x]:
-                myo[nm] = value
-                nm += 1
-    blood_level = median_of(blood, nb)
-    myo_level = median_of(myo, nm)
+            value = cine[mid, 0, y0 + y, x0 + x]
+            blood[value] += deep_cavity[y, x]
+            myo[value] += deep_myo[y, x]
+    blood_level = median_of_counts(blood, n_blood)
+    myo_level = median_of_counts(myo, n_myo)
     contrast = blood_level - myo_level
     scalars[3] = myo_level
     scalars[4] = contrast
@@ -549,17 +647,18 @@ def measure_core(cine, t1map, weights, t1_margin, min_cavity, mid, lo, hi, ray_s
         return empty, empty, none, none
     scalars[2] = 3.0
     mid_region = np.ascontiguousarray(regions[mid, :bh, :bw])
-    fraction = region_fractions(cine[mid], y0, x0, mid_region, myo_level, contrast, lo, hi, curves[mid])
+    level = blood_fraction_levels(myo_level, contrast, lo, hi)
+    grey = region_curve(cine[mid], y0, x0, mid_region, level, curves[mid])
     for s in range(n_slices):
         if s != mid and slice_ok[s]:
             region = np.ascontiguousarray(regions[s, :boxes[s, 1] - boxes[s, 0], :boxes[s, 3] - boxes[s, 2]])
-            region_fractions(cine[s], boxes[s, 0], boxes[s, 2], region, myo_level, contrast, lo, hi, curves[s])
+            region_curve(cine[s], boxes[s, 0], boxes[s, 2], region, level, curves[s])
     es = np.argmin(curves[mid])
     cy, cx = centre_of_mass(mid_cavity)
     fy, fx = centre_of_mass(mid_filled)
     scalars[5], scalars[6], scalars[7], scalars[8] = cy, cx, fy, fx
     scalars[9] = wall_thickness(mid_mask, cy, cx, ray_sin, ray_cos, steps, step_px)
-    n = fraction.shape[1]
+    n = grey.shape[1]
     rows = np.empty(n, dtype=np.int64)
     cols = np.empty(n, dtype=np.int64)
     k = 0
@@ -569,4 +668,4 @@ def measure_core(cine, t1map, weights, t1_margin, min_cavity, mid, lo, hi, ray_s
                 rows[k] = y
                 cols[k] = x
                 k += 1
-    return rows, cols, fraction[0].copy(), fraction[es].copy()
+    return rows, cols, fractions_of(grey[0], level), fractions_of(grey[es], level)
