@@ -51,7 +51,7 @@ import numpy as np
 from numba import prange
 
 from .mri_geometry import (hashed_u64, plane_base, smoothstep, contraction, area_ratio_es_ed, wrap_angle, coverage,
-                           ellipse_coverage, bspline_weights, subject_draws, angular_profiles, frame_radii,
+                           ellipse_coverage, bspline_weights, subject_draws, angular_profiles, frame_radii, cycle_radii,
                            interp_bin, background_intensity, canvas_pad, background_canvas, round_half_up,
                            byte_sum_normals)
 from .mri_layout import (TRAIT_COLUMNS, T_EDV, T_ESV, T_WALL, T_THICKENING, T_SEG_MOTION, T_MOTION_HET, T_LAG, T_T1,
@@ -168,34 +168,37 @@ def render_subject_slice(i, s, traits, segments, site_index, keys, site_fields, 
     # Boundary radii by angle bin [k, boundary, f] (endo, epi, RV endo, RV outer, fat) and the papillary
     # centres [muscle, f], over frames padded to whole chunks of LANES (a padding lane repeats frame 0).
     padded = (frames + LANES - 1) // LANES * LANES
-    radii = np.empty((5, n_bins))
     rk = np.empty((n_bins, 5, padded))
     pap_x = np.empty((2, padded))
     pap_y = np.empty((2, padded))
+    cs = np.empty(frames)
+    for f in range(frames):
+        cs[f] = contraction(f / frames, tpl[P_TES], trait_row[T_LAG], tpl[P_TAU_E], tpl[P_TA], tpl[P_TAU_A],
+                            tpl[P_EARLY])
+    cycle_radii(cs, area_ed, area_ratio, pap_area, wall_ed_px, trait_row[T_THICKENING], rv_area_ed, rv_area_ratio,
+                tpl[P_RV_WALL], motion, wall_shape, ed_shape, rv_bump, rv_wall_bump, fat_shape, rk)
     # Per angle bin, the largest outer (fat) radius over the cycle: beyond it a pixel is background throughout.
     outer_by_bin = np.zeros(n_bins)
-    for f in range(frames):
-        c = contraction(f / frames, tpl[P_TES], trait_row[T_LAG], tpl[P_TAU_E], tpl[P_TA], tpl[P_TAU_A],
-                        tpl[P_EARLY])
-        frame_radii(c, area_ed, area_ratio, pap_area, wall_ed_px, trait_row[T_THICKENING], rv_area_ed,
-                    rv_area_ratio, tpl[P_RV_WALL], motion, wall_shape, ed_shape, rv_bump, rv_wall_bump, fat_shape,
-                    radii[0], radii[1], radii[2], radii[3], radii[4])
-        for k in range(n_bins):
-            if radii[4, k] > outer_by_bin[k]:
-                outer_by_bin[k] = radii[4, k]
-            for b in range(5):
-                rk[k, b, f] = radii[b, k]
-        for j in range(2):
-            pap_angle = tpl[P_PAP_A1 + j]
-            pb = wrap_angle(pap_angle) / (2.0 * math.pi) * n_bins
-            pb = pb - n_bins * math.floor(pb / n_bins)
-            k0 = int(pb)
-            endo_here = interp_bin(radii[0], k0 % n_bins, (k0 + 1) % n_bins, pb - k0)
+    for k in range(n_bins):
+        fat_k = rk[k, 4]
+        outer = 0.0
+        for f in range(frames):
+            outer = fat_k[f] if fat_k[f] > outer else outer
+        outer_by_bin[k] = outer
+    for j in range(2):
+        pap_angle = tpl[P_PAP_A1 + j]
+        pb = wrap_angle(pap_angle) / (2.0 * math.pi) * n_bins
+        pb = pb - n_bins * math.floor(pb / n_bins)
+        k0 = int(pb)
+        along_x = math.cos(rv_angle + pap_angle)
+        along_y = math.sin(rv_angle + pap_angle)
+        for f in range(frames):
+            endo_here = interp_bin(rk[:, 0, f], k0 % n_bins, (k0 + 1) % n_bins, pb - k0)
             pr = endo_here - tpl[P_PAP_INSET] * pap_radius
             if pr < 0.0:
                 pr = 0.0
-            pap_x[j, f] = cx + pr * math.cos(rv_angle + pap_angle)
-            pap_y[j, f] = cy + pr * math.sin(rv_angle + pap_angle)
+            pap_x[j, f] = cx + pr * along_x
+            pap_y[j, f] = cy + pr * along_y
     for f in range(frames, padded):
         rk[:, :, f] = rk[:, :, 0]
         pap_x[:, f] = pap_x[:, 0]
