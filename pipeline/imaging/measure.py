@@ -178,7 +178,7 @@ def measure_subject(cine: np.ndarray, t1map: np.ndarray) -> dict:
     texture, the levels, the area curves, the centroids and the wall thickness, every sum in
     numpy's order); the T1 mean, the sectors and the filling lag are numpy and Python, as
     defined (``measure_subject_reference`` is the definition, bit for bit)."""
-    from kernels.measure import measure_core
+    from kernels.measure_features import measure_core
 
     cine = np.ascontiguousarray(cine, dtype=np.uint8)
     t1map = np.ascontiguousarray(t1map, dtype=np.float32)

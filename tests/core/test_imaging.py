@@ -348,6 +348,7 @@ def test_measure_kernels_match_scipy():
     from scipy import ndimage
 
     from kernels.measure import erode_cross, gaussian_constant, lv_cavity
+    from kernels.measure_features import smooth_at_mask
     from pipeline.imaging import measure
 
     rng = np.random.default_rng(7)
@@ -379,6 +380,13 @@ def test_measure_kernels_match_scipy():
         out = np.empty_like(v)
         gaussian_constant(v, weights, out)
         assert np.array_equal(out, ndimage.gaussian_filter(v, measure.T1_SMOOTH_SIGMA_PX, mode="constant"))
+        # the smoothing made only where the normalised ratio reads it: the same sums there
+        num, den = np.full_like(v, np.nan), np.full_like(v, np.nan)
+        smooth_at_mask(v, m.astype(np.float64), m, weights, num, den)
+        assert np.array_equal(num[m], out[m])
+        den_ref = np.empty_like(v)
+        gaussian_constant(m.astype(np.float64), weights, den_ref)
+        assert np.array_equal(den[m], den_ref[m])
 
 
 def _same_features(a: dict, b: dict) -> bool:
@@ -409,7 +417,7 @@ def test_measurement_matches_its_numpy_definition_bit_for_bit(cohort):
 
 
 def test_pairwise_sum_is_numpys():
-    from kernels.measure import pairwise_sum
+    from kernels.measure_features import pairwise_sum
 
     rng = np.random.default_rng(3)
     for n in list(range(0, 300)) + [1000, 4097, 20000, 100003]:
