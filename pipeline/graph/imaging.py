@@ -27,8 +27,9 @@ if TYPE_CHECKING:  # annotations only: no import at run time
     from ..modalities.cohort import Cohort
 
 VISITS = {1: "imaging", 2: "imaging_visit2"}
-#: Subjects a task renders, measures and writes at a time (a cache-sized piece of its group; the
-#: bytes do not depend on it: every pixel depends only on its subject).
+#: Subjects a task renders, measures and writes at a time for each of its Numba threads (a
+#: cache-sized piece of its group; the bytes do not depend on it: every pixel depends only on its
+#: subject).
 SUBJECTS_PER_PASS = 4
 
 
@@ -70,8 +71,11 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
     parts_of_features, hashes, nbytes, zarr_writer = [], {}, 0, None
     # A few subjects at a time: each one's pixels are rendered, measured, written and hashed while
     # they are still in the cache (and the task holds a few subjects' pixels, not the group's).
-    for lo in range(0, len(subject_ids), SUBJECTS_PER_PASS):
-        ids = subject_ids[lo:lo + SUBJECTS_PER_PASS]
+    import numba
+
+    per_pass = SUBJECTS_PER_PASS * max(1, numba.get_num_threads())  # work for each of the task's Numba threads
+    for lo in range(0, len(subject_ids), per_pass):
+        ids = subject_ids[lo:lo + per_pass]
         cine, t1map = render_subjects({k: v[lo:lo + len(ids)] for k, v in traits.items()}, site_fields)
         timer.lap("mri_render")
         # The baseline phenotype is defined on the baseline scans; follow-up scans are
