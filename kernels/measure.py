@@ -118,7 +118,8 @@ def label4(image, labels):
 def squared_edt(image, out):
     """Exact squared Euclidean distance of each nonzero pixel of ``image`` to the nearest
     zero pixel (scipy.ndimage.distance_transform_edt squared; zeros get 0).  Separable:
-    column distances, then a brute-force row pass (the crops are ~50 px wide)."""
+    column distances, then a row pass that searches outwards from each pixel and stops once
+    the column offset alone reaches the best distance found (the same minimum)."""
     h, w = image.shape
     g = np.empty((h, w), dtype=np.int64)
     for x in range(w):
@@ -143,14 +144,23 @@ def squared_edt(image, out):
                 out[y, x] = 0
                 continue
             best = np.int64(1) << 62
-            for xx in range(w):
-                gv = g[y, xx]
-                if gv >= _BIG:
-                    continue
-                dx = x - xx
-                v = dx * dx + gv * gv
-                if v < best:
-                    best = v
+            d = 0
+            while d < w and d * d < best:
+                xx = x - d
+                if xx >= 0:
+                    gv = g[y, xx]
+                    if gv < _BIG:
+                        v = d * d + gv * gv
+                        if v < best:
+                            best = v
+                xx = x + d
+                if d > 0 and xx < w:
+                    gv = g[y, xx]
+                    if gv < _BIG:
+                        v = d * d + gv * gv
+                        if v < best:
+                            best = v
+                d += 1
             out[y, x] = best
 
 
@@ -225,32 +235,35 @@ def gaussian_constant(image, weights, out):
     """scipy.ndimage.gaussian_filter(image, sigma, mode="constant") for float64 ``image``
     given its 1-D ``weights`` (odd, symmetric: ``scipy.ndimage._filters._gaussian_kernel1d``):
     rows then columns as scipy's correlate1d sums a symmetric filter (centre term first,
-    then the mirrored pairs from the outermost in), zeros beyond the edges."""
+    then the mirrored pairs from the outermost in), zeros beyond the edges.  Each output's
+    sum is made in that order; the loops run across outputs (rows of the image), so they
+    vectorise."""
     h, w = image.shape
     r = weights.shape[0] // 2
-    tmp = np.empty((h, w), dtype=np.float64)
-    line = np.zeros(max(h, w) + 2 * r, dtype=np.float64)
-    for x in range(w):  # axis 0
-        for y in range(h):
-            line[r + y] = image[y, x]
-        for y in range(h, h + r):
-            line[r + y] = 0.0
-        for y in range(h):
-            c = r + y
-            acc = line[c] * weights[r]
-            for j in range(-r, 0):
-                acc += (line[c + j] + line[c - j]) * weights[r + j]
-            tmp[y, x] = acc
-    for i in range(r):
-        line[i] = 0.0
-    for y in range(h):  # axis 1
+    padded = np.zeros((h + 2 * r, w), dtype=np.float64)  # axis 0: zero rows above and below
+    padded[r:r + h] = image
+    tmp = np.zeros((h, w + 2 * r), dtype=np.float64)     # axis 1: zero columns either side
+    acc = np.empty(w, dtype=np.float64)
+    centre = weights[r]
+    for y in range(h):
+        c = y + r
         for x in range(w):
-            line[r + x] = tmp[y, x]
-        for x in range(w, w + r):
-            line[r + x] = 0.0
+            acc[x] = padded[c, x] * centre
+        for j in range(-r, 0):
+            wj = weights[r + j]
+            above = padded[c + j]
+            below = padded[c - j]
+            for x in range(w):
+                acc[x] += (above[x] + below[x]) * wj
         for x in range(w):
-            c = r + x
-            acc = line[c] * weights[r]
-            for j in range(-r, 0):
-                acc += (line[c + j] + line[c - j]) * weights[r + j]
-            out[y, x] = acc
+            tmp[y, r + x] = acc[x]
+    for y in range(h):
+        row = tmp[y]
+        for x in range(w):
+            acc[x] = row[r + x] * centre
+        for j in range(-r, 0):
+            wj = weights[r + j]
+            for x in range(w):
+                acc[x] += (row[r + x + j] + row[r + x - j]) * wj
+        for x in range(w):
+            out[y, x] = acc[x]

@@ -249,6 +249,80 @@ def frame_radii(c, area_ed, area_ratio, pap_area, wall_ed_px, thickening, rv_are
 
 
 @njit
+def cycle_radii(cs, area_ed, area_ratio, pap_area, wall_ed_px, thickening, rv_area_ed, rv_area_ratio, rv_wall_px,
+                motion, wall_shape, ed_shape, rv_bump, rv_wall_bump, fat_shape, rk):
+    """``frame_radii`` of every frame at once: rk[k, boundary, f] (endo, epi, RV endo, RV outer,
+    fat) at contraction cs[f], f < len(cs).  The same arithmetic value by value; the sums over
+    bins that do not depend on the frame are made once, those that do (the LV area's constant
+    term, the RV crescent's linear term) run over the bins in the same order for every frame at
+    once, and the per-bin work runs across frames (the loops vectorise)."""
+    n_bins = motion.shape[0]
+    frames = cs.shape[0]
+    dphi = 2.0 * math.pi / n_bins
+    endo_area_ed = area_ed + pap_area
+    shape_sq = 0.0
+    for k in range(n_bins):
+        shape_sq += ed_shape[k] * ed_shape[k]
+    r0 = math.sqrt(2.0 * endo_area_ed / (shape_sq * dphi))
+    a2 = 0.0
+    a1 = 0.0
+    a0 = np.empty(frames)
+    for f in range(frames):
+        a0[f] = -(area_ed * (1.0 - (1.0 - area_ratio) * cs[f]) + pap_area)
+    for k in range(n_bins):
+        rk_ = r0 * ed_shape[k]
+        a2 += 0.5 * motion[k] * motion[k] * dphi
+        a1 += rk_ * motion[k] * dphi
+        term = 0.5 * rk_ * rk_ * dphi
+        for f in range(frames):
+            a0[f] += term
+    excursion = np.empty(frames)
+    for f in range(frames):
+        a0_f = a0[f] if a0[f] >= 0.0 else 0.0
+        disc = a1 * a1 - 4.0 * a2 * a0_f
+        if disc < 0.0:
+            disc = 0.0
+        excursion[f] = 2.0 * a0_f / (a1 + math.sqrt(disc)) if a1 > 0.0 else 0.0
+    b2 = 0.0
+    b1 = np.zeros(frames)
+    uf = np.uint64(frames)
+    for k in range(n_bins):
+        base = r0 * ed_shape[k]
+        m = motion[k]
+        wall = wall_ed_px * wall_shape[k]
+        bump = rv_bump[k]
+        b2 += 0.5 * bump * bump * dphi
+        endo_k = rk[k, 0]
+        epi_k = rk[k, 1]
+        for f in range(uf):  # unsigned: no negative-index wraparound, so the loop vectorises
+            endo = base - excursion[f] * m
+            endo = endo if endo >= 0.0 else 0.0
+            endo_k[f] = endo
+            epi = endo + wall * (1.0 + thickening * cs[f] * m)
+            epi_k[f] = epi
+            b1[f] += epi * bump * dphi
+    rv_width = np.zeros(frames)
+    for f in range(frames):
+        rv_area = rv_area_ed * (1.0 - (1.0 - rv_area_ratio) * cs[f])
+        if rv_area > 0.0 and b2 > 0.0:
+            rv_width[f] = 2.0 * rv_area / (b1[f] + math.sqrt(b1[f] * b1[f] + 4.0 * b2 * rv_area))
+    for k in range(n_bins):
+        bump = rv_bump[k]
+        wall = rv_wall_px * rv_wall_bump[k]
+        fat = fat_shape[k]
+        epi_k = rk[k, 1]
+        rv_in_k = rk[k, 2]
+        rv_out_k = rk[k, 3]
+        fat_k = rk[k, 4]
+        for f in range(uf):
+            rv_in = epi_k[f] + rv_width[f] * bump
+            rv_in_k[f] = rv_in
+            rv_out = rv_in + wall
+            rv_out_k[f] = rv_out
+            fat_k[f] = rv_out + fat
+
+
+@njit
 def interp_bin(table, k0, k1, frac):
     return table[k0] + (table[k1] - table[k0]) * frac
 

@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # annotations only: no import at run time
     from ..modalities.cohort import Cohort
 
 VISITS = {1: "imaging", 2: "imaging_visit2"}
+#: Subjects a task renders, measures and writes at a time for each of its Numba threads (a
+#: cache-sized piece of its group; the bytes do not depend on it: every pixel depends only on its
+#: subject).
+SUBJECTS_PER_PASS = 4
 
 
 def noise_keys(world: World, rows: np.ndarray, visit: int) -> np.ndarray:
@@ -63,39 +67,59 @@ def render_task(out_url: str, world_id: str, layout: str, folder: str, start: in
             res["timing"] = {"reused_partitions": (1.0, 0.0)}
             return res
     timer = StageTimer()
-    cine, t1map = render_subjects(traits, site_fields)
-    timer.lap("mri_render")
-    # The baseline phenotype is defined on the baseline scans; follow-up scans are
-    # measured by the validation report from the release when it needs them.
-    feats = measure_subjects(cine, t1map) if folder == VISITS[1] else {}
-    timer.lap("baseline_phenotype")
-    hashes = {}
-    if layout == "npz":
-        from ..imaging.writer import npz_parts
+    measured = folder == VISITS[1]
+    parts_of_features, hashes, nbytes, zarr_writer = [], {}, 0, None
+    # A few subjects at a time: each one's pixels are rendered, measured, written and hashed while
+    # they are still in the cache (and the task holds a few subjects' pixels, not the group's).
+    import numba
 
-        for i, sid in enumerate(subject_ids):
-            parts = npz_parts({"cine": cine[i], "t1map": t1map[i]})
-            rel = f"{folder}/{sid}.npz"
-            output.write_parts(posixpath.join(output.release, rel), parts)
-            h = hashlib.sha256()
-            for part in parts:
-                h.update(part)
-            hashes[rel] = (sum(memoryview(part).nbytes for part in parts), h.hexdigest())
-        if pixel_sink():  # verify the group as written, then discard it
-            for rel, (size, sha) in hashes.items():
-                path = posixpath.join(output.release, rel)
-                if not _file_matches(output, path, sha):
-                    raise RuntimeError(f"{rel}: read back with another SHA-256 than written (pixel sink)")
-                output.rm(path)
-    elif layout == "zarr":
-        from ..imaging.writer import write_zarr_range
+    per_pass = SUBJECTS_PER_PASS * max(1, numba.get_num_threads())  # work for each of the task's Numba threads
+    for lo in range(0, len(subject_ids), per_pass):
+        ids = subject_ids[lo:lo + per_pass]
+        cine, t1map = render_subjects({k: v[lo:lo + len(ids)] for k, v in traits.items()}, site_fields)
+        timer.lap("mri_render")
+        # The baseline phenotype is defined on the baseline scans; follow-up scans are
+        # measured by the validation report from the release when it needs them.
+        if measured:
+            parts_of_features.append(measure_subjects(cine, t1map))
+        timer.lap("baseline_phenotype")
+        if layout == "npz":
+            _write_npz_files(output, folder, ids, cine, t1map, hashes)
+        elif layout == "zarr":
+            if zarr_writer is None:
+                from ..imaging.writer import ImagingZarrWriter
 
-        write_zarr_range(output.url(posixpath.join(output.release, f"{folder}.zarr")), start, cine, t1map)
-    timer.lap("mri_write")
-    res = {"start": start, "features": feats, "hashes": hashes, "timing": timer.stats,
-           "bytes": int(cine.nbytes + t1map.nbytes)}
+                zarr_writer = ImagingZarrWriter.open(output.url(posixpath.join(output.release, f"{folder}.zarr")))
+            zarr_writer.write(start + lo, cine, t1map)
+        nbytes += int(cine.nbytes + t1map.nbytes)
+        timer.lap("mri_write")
+    if layout == "npz" and pixel_sink():  # verify the group as written, then discard it
+        for rel, (size, sha) in hashes.items():
+            path = posixpath.join(output.release, rel)
+            if not _file_matches(output, path, sha):
+                raise RuntimeError(f"{rel}: read back with another SHA-256 than written (pixel sink)")
+            output.rm(path)
+        timer.lap("mri_write")
+    feats = ({k: np.concatenate([f[k] for f in parts_of_features]) for k in parts_of_features[0]}
+             if parts_of_features else {})
+    res = {"start": start, "features": feats, "hashes": hashes, "timing": timer.stats, "bytes": nbytes}
     marker.save(key, pickle.dumps(res, protocol=5))
     return res
+
+
+def _write_npz_files(output: Output, folder: str, subject_ids: list, cine: np.ndarray, t1map: np.ndarray,
+                     hashes: dict) -> None:
+    """Write each subject's .npz and record its (size, SHA-256) under its release path."""
+    from ..imaging.writer import npz_parts
+
+    for i, sid in enumerate(subject_ids):
+        parts = npz_parts({"cine": cine[i], "t1map": t1map[i]})
+        rel = f"{folder}/{sid}.npz"
+        output.write_parts(posixpath.join(output.release, rel), parts)
+        h = hashlib.sha256()
+        for part in parts:
+            h.update(part)
+        hashes[rel] = (sum(memoryview(part).nbytes for part in parts), h.hexdigest())
 
 
 def _file_matches(output, path: str, sha: str) -> bool:

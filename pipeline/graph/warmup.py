@@ -37,7 +37,7 @@ def build_kernels(release) -> list:
         names.append(("kernels.vcf_encode", "format_and_deflate_vcf_chunk"))
     if release.imaging != "none":
         names.append(("kernels.mri", "render_batch"))
-        names.append(("kernels.measure", "lv_cavity"))
+        names.append(("kernels.measure_features", "measure_core"))
     if release.imaging == "npz":
         names.append(("kernels.deflate", "deflate_member"))
     return names

@@ -119,25 +119,6 @@ def _crop_box(mask: np.ndarray, margin: int = 3):
             slice(max(xs.min() - margin, 0), min(xs.max() + margin + 1, w)))
 
 
-def _wall_thickness(mask: np.ndarray, cy: float, cx: float) -> float:
-    angles = np.arange(N_RAYS) * (2.0 * math.pi / N_RAYS)
-    steps = np.arange(0.0, RAY_LENGTH_PX, RAY_STEP_PX)
-    ys = np.rint(cy + np.sin(angles)[:, None] * steps[None, :]).astype(np.int64)
-    xs = np.rint(cx + np.cos(angles)[:, None] * steps[None, :]).astype(np.int64)
-    valid = (ys >= 0) & (ys < mask.shape[0]) & (xs >= 0) & (xs < mask.shape[1])
-    on = np.zeros(ys.shape, dtype=bool)
-    on[valid] = mask[ys[valid], xs[valid]]
-    has = on.any(axis=1)
-    start = np.argmax(on, axis=1)
-    after = np.where(np.arange(steps.size)[None, :] >= start[:, None], ~on, False)
-    has_end = after.any(axis=1)
-    end = np.argmax(after, axis=1)
-    ok = has & has_end
-    if not ok.any():
-        return math.nan
-    return float(np.mean((end[ok] - start[ok]) * RAY_STEP_PX))
-
-
 @lru_cache(maxsize=1)
 def _smoothing_weights() -> np.ndarray:
     """The 1-D weights ndimage.gaussian_filter uses for T1_SMOOTH_SIGMA_PX (truncate 4.0), computed
@@ -146,30 +127,6 @@ def _smoothing_weights() -> np.ndarray:
     x = np.arange(-radius, radius + 1)
     phi = np.exp(-0.5 / (T1_SMOOTH_SIGMA_PX * T1_SMOOTH_SIGMA_PX) * x ** 2)
     return np.ascontiguousarray((phi / phi.sum())[::-1])
-
-
-def _t1_heterogeneity(t1: np.ndarray) -> float:
-    from kernels.measure import gaussian_constant
-
-    weights = _smoothing_weights()
-    values = []
-    for s in range(t1.shape[0]):
-        mask = np.isfinite(t1[s])
-        box = _crop_box(mask, margin=int(3 * T1_SMOOTH_SIGMA_PX) + 1)
-        if box is None:
-            continue
-        m = mask[box].astype(np.float64)
-        v = np.where(mask[box], t1[s][box], 0.0).astype(np.float64)
-        # ndimage.gaussian_filter(., T1_SMOOTH_SIGMA_PX, mode="constant"), bit for bit (kernels.measure)
-        num = np.empty_like(v)
-        den = np.empty_like(m)
-        gaussian_constant(v, weights, num)
-        gaussian_constant(m, weights, den)
-        smoothed = num[mask[box]] / den[mask[box]]
-        values.append(smoothed - smoothed.mean())
-    if not values:
-        return math.nan
-    return float(np.concatenate(values).std())
 
 
 def _crossing(curve: np.ndarray, level: float, start: int, rising: bool) -> float:
@@ -199,6 +156,141 @@ def _filling_lag(curve: np.ndarray) -> float:
     if not (math.isfinite(t_es) and math.isfinite(t_half)):
         return math.nan
     return (t_half - t_es) / frames
+
+
+def _rays():
+    """(sin, cos) of the N_RAYS ray directions (numpy's, as the definition computes them) and the
+    sample steps along a ray."""
+    angles = np.arange(N_RAYS) * (2.0 * math.pi / N_RAYS)
+    return np.sin(angles), np.cos(angles), np.arange(0.0, RAY_LENGTH_PX, RAY_STEP_PX)
+
+
+_RAY_SIN, _RAY_COS, _RAY_STEPS = _rays()
+#: Margin of the T1 smoothing's crop: the Gaussian's reach beyond the myocardium.
+T1_CROP_MARGIN = int(3 * T1_SMOOTH_SIGMA_PX) + 1
+_STAGE_MEASURED = 3
+
+
+def measure_subject(cine: np.ndarray, t1map: np.ndarray) -> dict:
+    """Baseline features of one participant (cine uint8 [3, f, H, W], t1map float32 [3, H, W]).
+
+    Steps 1-4 run in one Numba pass (``kernels.measure.measure_core``: the masks, the T1
+    texture, the levels, the area curves, the centroids and the wall thickness, every sum in
+    numpy's order); the T1 mean, the sectors and the filling lag are numpy and Python, as
+    defined (``measure_subject_reference`` is the definition, bit for bit)."""
+    from kernels.measure_features import measure_core
+
+    cine = np.ascontiguousarray(cine, dtype=np.uint8)
+    t1map = np.ascontiguousarray(t1map, dtype=np.float32)
+    out = dict.fromkeys(FEATURES, math.nan)
+    finite = t1map[np.isfinite(t1map)]
+    if finite.size:
+        out["t1_mean_ms"] = float(finite.mean())
+    n_slices, frames = cine.shape[:2]
+    scalars = np.empty(10)
+    curves = np.zeros((n_slices, frames))
+    slice_ok = np.zeros(n_slices, dtype=np.bool_)
+    lo, hi = BLOOD_FRACTION_CLIP
+    ys, xs, ed_fraction, es_fraction = measure_core(
+        cine, t1map, _smoothing_weights(), T1_CROP_MARGIN, MIN_CAVITY_PX, MID, lo, hi, _RAY_SIN, _RAY_COS,
+        _RAY_STEPS, RAY_STEP_PX, scalars, curves, slice_ok)
+    out["t1_heterogeneity_ms"] = float(scalars[0])
+    out["myocardial_area_px"] = float(scalars[1])
+    if scalars[2] != _STAGE_MEASURED:
+        out["qc_ok"] = False
+        return out
+
+    mid_curve = curves[MID]
+    es = int(np.argmin(mid_curve))
+    out["ed_cavity_area_px"] = float(mid_curve[0])
+    out["es_cavity_area_px"] = float(mid_curve[es])
+    if mid_curve[0] > 0:
+        out["area_emptying"] = float(1.0 - mid_curve[es] / mid_curve[0])
+    cy, cx, fy, fx, wall = scalars[5:10]
+    out["wall_thickness_px"] = float(wall)
+
+    # Sectors anchored on the RV: the filled mask (LV disc plus RV crescent) has its centroid on the RV side.
+    rv_angle = math.atan2(fy - cy, fx - cx)
+    rel = np.angle(np.exp(1j * (np.arctan2(ys - cy, xs - cx) - rv_angle)))
+    sector = np.floor((rel + 2.0 * math.pi / 3.0) / (math.pi / 3.0)).astype(np.int64) % N_SECTORS
+    ed_sector = np.bincount(sector, weights=ed_fraction, minlength=N_SECTORS)
+    es_sector = np.bincount(sector, weights=es_fraction, minlength=N_SECTORS)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = 1.0 - es_sector / ed_sector
+    if np.all(ed_sector > 1.0):
+        out["motion_heterogeneity"] = float(np.std(change))
+
+    total = mid_curve.copy()
+    for s in range(n_slices):
+        if s != MID and slice_ok[s]:
+            total += curves[s]
+    out["filling_lag"] = _filling_lag(total)
+    out["qc_ok"] = bool(all(np.isfinite(out[k]) for k in FEATURES))
+    return out
+
+
+def measure_subjects(cine: np.ndarray, t1map: np.ndarray) -> dict:
+    """Baseline features of a batch: {feature: float64 [n]} plus ``qc_ok`` bool [n].
+
+    cine uint8 [n, 3, frames, H, W]; t1map float32 [n, 3, H, W].
+    """
+    cine = np.asarray(cine)
+    t1map = np.asarray(t1map)
+    if cine.ndim != 5 or t1map.ndim != 4 or cine.shape[0] != t1map.shape[0]:
+        raise ValueError(f"expected cine [n, 3, f, H, W] and t1map [n, 3, H, W], got {cine.shape} and {t1map.shape}")
+    rows = [measure_subject(cine[i], t1map[i]) for i in range(cine.shape[0])]
+    result = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in FEATURES}
+    result["qc_ok"] = np.array([r["qc_ok"] for r in rows], dtype=bool)
+    return result
+
+
+# ----------------------------------------------------------------------------- the definition, in numpy
+# The baseline analysis as it was defined, with numpy and scipy: the reference twin of
+# ``measure_subject`` (tests require the two to agree bit for bit on every feature).
+
+
+def _wall_thickness(mask: np.ndarray, cy: float, cx: float) -> float:
+    angles = np.arange(N_RAYS) * (2.0 * math.pi / N_RAYS)
+    steps = np.arange(0.0, RAY_LENGTH_PX, RAY_STEP_PX)
+    ys = np.rint(cy + np.sin(angles)[:, None] * steps[None, :]).astype(np.int64)
+    xs = np.rint(cx + np.cos(angles)[:, None] * steps[None, :]).astype(np.int64)
+    valid = (ys >= 0) & (ys < mask.shape[0]) & (xs >= 0) & (xs < mask.shape[1])
+    on = np.zeros(ys.shape, dtype=bool)
+    on[valid] = mask[ys[valid], xs[valid]]
+    has = on.any(axis=1)
+    start = np.argmax(on, axis=1)
+    after = np.where(np.arange(steps.size)[None, :] >= start[:, None], ~on, False)
+    has_end = after.any(axis=1)
+    end = np.argmax(after, axis=1)
+    ok = has & has_end
+    if not ok.any():
+        return math.nan
+    return float(np.mean((end[ok] - start[ok]) * RAY_STEP_PX))
+
+
+
+def _t1_heterogeneity(t1: np.ndarray) -> float:
+    from kernels.measure import gaussian_constant
+
+    weights = _smoothing_weights()
+    values = []
+    for s in range(t1.shape[0]):
+        mask = np.isfinite(t1[s])
+        box = _crop_box(mask, margin=int(3 * T1_SMOOTH_SIGMA_PX) + 1)
+        if box is None:
+            continue
+        m = mask[box].astype(np.float64)
+        v = np.where(mask[box], t1[s][box], 0.0).astype(np.float64)
+        # ndimage.gaussian_filter(., T1_SMOOTH_SIGMA_PX, mode="constant"), bit for bit (kernels.measure)
+        num = np.empty_like(v)
+        den = np.empty_like(m)
+        gaussian_constant(v, weights, num)
+        gaussian_constant(m, weights, den)
+        smoothed = num[mask[box]] / den[mask[box]]
+        values.append(smoothed - smoothed.mean())
+    if not values:
+        return math.nan
+    return float(np.concatenate(values).std())
 
 
 def _slice_regions(mask_full: np.ndarray):
@@ -231,7 +323,7 @@ def _deep(image: np.ndarray, iterations: int) -> np.ndarray:
     return out
 
 
-def measure_subject(cine: np.ndarray, t1map: np.ndarray) -> dict:
+def measure_subject_reference(cine: np.ndarray, t1map: np.ndarray) -> dict:
     """Baseline features of one participant (cine uint8 [3, f, H, W], t1map float32 [3, H, W])."""
     out = dict.fromkeys(FEATURES, math.nan)
     masks = np.isfinite(t1map)
@@ -307,21 +399,6 @@ def measure_subject(cine: np.ndarray, t1map: np.ndarray) -> dict:
     out["filling_lag"] = _filling_lag(total)
     out["qc_ok"] = bool(all(np.isfinite(out[k]) for k in FEATURES))
     return out
-
-
-def measure_subjects(cine: np.ndarray, t1map: np.ndarray) -> dict:
-    """Baseline features of a batch: {feature: float64 [n]} plus ``qc_ok`` bool [n].
-
-    cine uint8 [n, 3, frames, H, W]; t1map float32 [n, 3, H, W].
-    """
-    cine = np.asarray(cine)
-    t1map = np.asarray(t1map)
-    if cine.ndim != 5 or t1map.ndim != 4 or cine.shape[0] != t1map.shape[0]:
-        raise ValueError(f"expected cine [n, 3, f, H, W] and t1map [n, 3, H, W], got {cine.shape} and {t1map.shape}")
-    rows = [measure_subject(cine[i], t1map[i]) for i in range(cine.shape[0])]
-    result = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in FEATURES}
-    result["qc_ok"] = np.array([r["qc_ok"] for r in rows], dtype=bool)
-    return result
 
 
 def standardise(values: np.ndarray) -> np.ndarray:

@@ -99,6 +99,19 @@ def _table() -> np.ndarray:
     return normal_quantile_table()
 
 
+@lru_cache(maxsize=4)
+def _canvas(tpl_bytes: bytes, size: int) -> np.ndarray:
+    """The noise-free thorax background of a template (``background_canvas``), made once per process."""
+    from kernels.mri import background_canvas
+
+    return background_canvas(np.frombuffer(tpl_bytes, dtype=np.float64).copy(), size)
+
+
+@lru_cache(maxsize=4)
+def _fields(params_bytes: bytes, shape: tuple, size: int) -> np.ndarray:
+    return all_site_fields(np.frombuffer(params_bytes, dtype=np.float64).reshape(shape).copy(), size)
+
+
 def _column(traits, name):
     if isinstance(traits, np.ndarray) and traits.dtype.names is not None:
         return traits[name]
@@ -144,7 +157,7 @@ def render_subjects(traits, site_params, frames: int = 25, size: int = 128,
     """Render a batch: (cine uint8 [n, 3, frames, size, size], t1map float32 [n, 3, size, size]).
 
     ``site_params`` is the ``sample_site_fields`` output (rows indexed by each
-    subject's ``site``).  Parallel over subjects and slices with Numba's thread
+    subject's ``site``).  Parallel over subjects with Numba's thread
     pool (``numba.set_num_threads`` sets the width); every pixel depends only on
     the subject's traits, its ``noise_key``, its site's field and the template.
     """
@@ -155,7 +168,10 @@ def render_subjects(traits, site_params, frames: int = 25, size: int = 128,
     if size < 96:
         raise ValueError(f"size must be >= 96 pixels for the template to fit, got {size}")
     matrix, segment, site, key = prepare_traits(traits)
-    fields = all_site_fields(site_params, size)
+    params = np.ascontiguousarray(site_params, dtype=np.float64)
+    if params.ndim != 2:
+        raise ValueError(f"site parameters must be [n_sites, n_terms], got shape {params.shape}")
+    fields = _fields(params.tobytes(), params.shape, int(size))
     if site.size and (site.min() < 0 or site.max() >= fields.shape[0]):
         raise ValueError(f"site index out of range 0..{fields.shape[0] - 1}")
     tpl = (template or DEFAULT_TEMPLATE).as_vector()
@@ -163,7 +179,7 @@ def render_subjects(traits, site_params, frames: int = 25, size: int = 128,
     cine = np.empty((n, 3, frames, size, size), dtype=np.uint8)
     t1map = np.empty((n, 3, size, size), dtype=np.float32)
     if n:
-        render_batch(matrix, segment, site, key, fields, tpl, _table(), cine, t1map)
+        render_batch(matrix, segment, site, key, fields, tpl, _table(), _canvas(tpl.tobytes(), int(size)), cine, t1map)
     return cine, t1map
 
 

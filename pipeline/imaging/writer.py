@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import struct
+from functools import lru_cache
 
 import numpy as np
 from isal import isal_zlib  # CRC-32 only (a checksum is the same everywhere)
@@ -66,8 +67,17 @@ GEOMETRY = {
 
 
 def _npy_header(array: np.ndarray) -> bytes:
+    fortran = bool(array.flags.f_contiguous and not array.flags.c_contiguous)
+    return _npy_header_of(array.dtype, array.shape, fortran)
+
+
+@lru_cache(maxsize=64)
+def _npy_header_of(dtype: np.dtype, shape: tuple, fortran: bool) -> bytes:
+    """The .npy (1.0) header of an array of this dtype, shape and order (the same bytes for
+    every image of a release: made once per process)."""
     buffer = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buffer, np.lib.format.header_data_from_array_1_0(array))
+    np.lib.format.write_array_header_1_0(buffer, np.lib.format.header_data_from_array_1_0(
+        np.empty(shape, dtype=dtype, order="F" if fortran else "C")))
     return buffer.getvalue()
 
 
@@ -95,6 +105,18 @@ def _stored_member(array: np.ndarray) -> tuple[list, int, int]:
     return [header, memoryview(data)], crc & 0xFFFFFFFF, len(header) + data.size
 
 
+@lru_cache(maxsize=16)
+def _geometry_member(name: str, block_size: int, stored: bool) -> tuple:
+    """(payload parts, method, version, payload size, CRC-32, size) of one :data:`GEOMETRY` member:
+    the same bytes in every image, coded once per process."""
+    array = GEOMETRY[name]
+    if stored:
+        payload, crc, size = _stored_member(array)
+        return [bytes(b"".join(payload))], _METHOD_STORED, _VERSION_STORED, size, crc, size
+    deflated, crc, size = _deflate_member(array, block_size)
+    return [deflated.tobytes()], _METHOD_DEFLATE, _VERSION, len(deflated), crc, size
+
+
 def npz_parts(arrays: dict, block_size: int = NPZ_BLOCK_SIZE, geometry: bool = True,
               stored: tuple = STORED_MEMBERS) -> list:
     """The buffers that make up an .npz holding ``arrays`` ({name: ndarray}, in order)
@@ -111,7 +133,9 @@ def npz_parts(arrays: dict, block_size: int = NPZ_BLOCK_SIZE, geometry: bool = T
     offset = 0
     for name, array in members.items():
         filename = f"{name}.npy".encode()
-        if name in stored:
+        if geometry and name in GEOMETRY:
+            payload, method, version, n_payload, crc, size = _geometry_member(name, block_size, name in stored)
+        elif name in stored:
             payload, crc, size = _stored_member(np.asarray(array))
             method, version, n_payload = _METHOD_STORED, _VERSION_STORED, size
         else:
