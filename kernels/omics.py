@@ -117,7 +117,7 @@ def add_covariate_terms(base, x, coef, out):
 
 
 @njit
-def transcripts(rng, dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, loadings, resid_coef,
+def transcript_block(rng, dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, loadings, resid_coef,
                 protein_bio, concordance, covariates, cov_coef, out):
     """A block's raw transcripts, their residuals drawn here (``rng.standard_normal((i, p))``):
     own[i, p] = ``molecule_bio`` of the transcript's own cis, trans, factor and residual terms,
@@ -321,7 +321,7 @@ def warm_up() -> None:
     molecule_bio_scaled(d, gm, gi, cis, coef, master, 0.1, np.ones((2, 2)), np.ones((3, 2)), np.ones((2, 3)), np.ones(3), 0.8,
                         out)
     mix_transcripts(out, out, np.full(3, 0.5), np.ones((2, 1)), np.ones((3, 1)), np.empty((2, 3)))
-    transcripts(rng, d, gm, gi, cis, coef, master, 0.1, np.ones((2, 2)), np.ones((3, 2)), 0.8, out, np.full(3, 0.5),
+    transcript_block(rng, d, gm, gi, cis, coef, master, 0.1, np.ones((2, 2)), np.ones((3, 2)), 0.8, out, np.full(3, 0.5),
                 np.ones((2, 3)), np.ones((3, 3)), np.empty((2, 3)))
     add_covariate_terms(out, np.ones((2, 4)), np.ones((3, 4)), np.empty((2, 3)))
     fill_normal(rng, np.empty((2, 3)))

@@ -30,7 +30,7 @@ def build_kernels(release) -> list:
     cold-cache test looks at these.  Only kernels every such build calls are listed, so a
     build never reports a compilation it will not do."""
     names = [("kernels.genotypes", "haplotype_chains"), ("kernels.linalg", "matmul_ordered"),
-             ("kernels.omics", "molecule_bio_scaled"), ("kernels.omics", "transcripts")]
+             ("kernels.omics", "molecule_bio_scaled"), ("kernels.omics", "transcript_block")]
     if release.vcf or release.genotype_zarr:
         names.append(("kernels.genotypes", "sample_major_to_variant_major"))
     if release.vcf:

@@ -288,11 +288,11 @@ class BlockMolecules:
         return self.protein_bio[:, p] + cov - PROTEIN_RESIDUAL * own * self.pair_noise[:, k]
 
     def transcripts_raw(self) -> np.ndarray:
-        from kernels.omics import transcripts
+        from kernels.omics import transcript_block
 
         w, s, b = self.world, self.world.seed, self.b
         out = np.empty_like(self.protein_bio)
-        transcripts(seeds.stream(s, streams.TRANSCRIPT_RESIDUAL, b), self.dosage, self.gmean, self.ginv,
+        transcript_block(seeds.stream(s, streams.TRANSCRIPT_RESIDUAL, b), self.dosage, self.gmean, self.ginv,
                     kernel_array(w.protein_cis, np.int64), kernel_array(w.transcript_cis),
                     kernel_array(w.transcript_master, np.int64), float(TRANS_EFFECT), self.factors,
                     kernel_array(w.transcript_loadings), float(PROTEIN_RESIDUAL),

@@ -192,7 +192,7 @@ def test_row_wise_omics_kernels_match_twins():
         conc, cc = np.random.default_rng(seed).uniform(0.2, 0.9, P), a["cov_coef"][:, :3].copy()
         tk = keys[:9]
         t_got = np.empty((n, P))
-        omics.transcripts(_pcg(seed), *(a[x] for x in tk), 0.8, bio, conc, a["covariates"][:, :3].copy(), cc, t_got)
+        omics.transcript_block(_pcg(seed), *(a[x] for x in tk), 0.8, bio, conc, a["covariates"][:, :3].copy(), cc, t_got)
         assert np.array_equal(t_got, twin.transcripts(_pcg(seed), *(a[x] for x in tk), 0.8, bio, conc,
                                                       a["covariates"][:, :3].copy(), cc))
         mean, sd = raw.mean(0), raw.std(0)

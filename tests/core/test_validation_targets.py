@@ -33,6 +33,7 @@ ALLOWED = {
     "pipeline.ld": "S1.1's bivariate-normal haplotype r, a formula of allele frequencies and distance (no constants)",
     "pipeline.imaging.measure": "the frozen baseline pipeline whose b the release defines (the measuring instrument)",
     "kernels.measure": "the baseline pipeline's kernels",
+    "kernels.measure_features": "the baseline pipeline's one-pass measurement kernel",
     "kernels.numba_util": "the kernels' one Numba wrapper",
     "pipeline.commandline": "the command-line shell",
     "pipeline.kinds": "which kind of world validates itself (the dispatch of python -m pipeline.validate)",
