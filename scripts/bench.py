@@ -61,11 +61,17 @@ ROWS = [
 
 
 class TreeSampler:
-    """Samples RSS and CPU of this process and all its children (the Dask workers)."""
+    """Samples RSS and CPU of this process and all its children (the Dask workers), and
+    (``disk``: a folder) the bytes used on that folder's filesystem beyond what was used
+    when sampling began: the build's peak disk need (other writers to the same disk count
+    too, so measure on a quiet machine)."""
 
-    def __init__(self, interval=0.1):
+    def __init__(self, interval=0.1, disk: str | None = None):
         self.interval = interval
         self.peak = 0
+        self.disk = disk
+        self._disk0 = self._disk_used() if disk else 0
+        self.peak_disk = 0
         self.samples: list = []  # (perf_counter time, RSS of the tree, RSS of this process)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -93,10 +99,16 @@ class TreeSampler:
                 pass
         return total
 
+    def _disk_used(self) -> int:
+        st = os.statvfs(self.disk)
+        return (st.f_blocks - st.f_bfree) * st.f_frsize
+
     def _run(self):
         while not self._stop.is_set():
             each = self._rss_each()
             self.peak = max(self.peak, sum(each))
+            if self.disk:
+                self.peak_disk = max(self.peak_disk, self._disk_used() - self._disk0)
             self.samples.append((time.perf_counter(), sum(each), each[0]))
             time.sleep(self.interval)
 
@@ -200,8 +212,11 @@ def timed_build(resolved, warm_up=None) -> dict:
 
     executor = make_executor(resolved.cfg.cluster)
     executor.warm_up(warm_up)
+    out_dir = resolved.cfg.out if "://" not in str(resolved.cfg.out) else None
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
     try:
-        with TreeSampler() as sampler:
+        with TreeSampler(disk=out_dir) as sampler:
             cpu0 = sampler.cpu()
             recorder = Recorder(executor)  # every task's duration and dependencies (the scaling model)
             t0 = time.perf_counter()
@@ -212,8 +227,15 @@ def timed_build(resolved, warm_up=None) -> dict:
     finally:
         executor.close()
     return {"summary": summary, "wall": wall, "cpu": cpu, "peak_rss": sampler.peak, "graph": graph,
+            "peak_disk": sampler.peak_disk if out_dir else None, "disk_estimate": _disk_estimate(resolved),
             "stage_peaks": sampler.stage_peaks(t0, summary["stages"]),
             "world_dir": os.path.join(resolved.cfg.out, resolved.cfg.world.id)}
+
+
+def _disk_estimate(resolved) -> int | None:
+    """The preflight's estimate of the build's peak disk need (``pipeline.preflight``), if the kind has one."""
+    kind = kinds.for_config(resolved.cfg)
+    return int(kind.estimate(resolved.cfg).output) if kind.estimate is not None else None
 
 
 def table(res: dict) -> list:
@@ -244,6 +266,9 @@ def print_table(res: dict, floor: float, rows: list, out=sys.stdout) -> None:
     total_b = res["bytes"]["total"]
     print(f"{'total (build wall)':<28} {res['wall']:>8.1f} {res['cpu']:>8.1f} {total_b / 1e6:>11.1f} {total_b / 1e6 / res['wall']:>8.0f}", file=out)
     print(f"peak RSS (process tree): {res['peak_rss'] / 2 ** 30:.2f} GiB", file=out)
+    if res.get("peak_disk") is not None and res.get("disk_estimate"):
+        print(f"peak disk used by the build: {res['peak_disk'] / 1e9:.2f} GB; preflight estimate "
+              f"{res['disk_estimate'] / 1e9:.2f} GB ({res['disk_estimate'] / max(res['peak_disk'], 1):.2f}x)", file=out)
     peaks = ", ".join(f"{name} {p['peak_rss_bytes'] / 2 ** 30:.2f} (client {p['client_rss_bytes'] / 2 ** 30:.2f})"
                       for name, p in res.get("stage_peaks", {}).items())
     if peaks:
@@ -471,6 +496,7 @@ def main() -> int:
         report.update({"stages": rows, "build_wall_s": res["wall"], "build_cpu_s": res["cpu"], "peak_rss_bytes": res["peak_rss"],
                        "bytes_written": res["bytes"]["total"], "floor_s": floor, "build_over_floor": res["wall"] / floor,
                        "client_stages": res["summary"]["stages"], "peak_rss_by_client_stage": res["stage_peaks"],
+                       "peak_disk_bytes": res.get("peak_disk"), "preflight_disk_estimate_bytes": res.get("disk_estimate"),
                        "task_seconds": {k: list(v) for k, v in res["summary"]["task_seconds"].items()}})
         if args.compare:
             cmp = compare(res, tmp)
