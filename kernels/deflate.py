@@ -436,10 +436,9 @@ def _emit_literals_and_runs(data, b0, b1, literal, match_at, match_len, match_di
 
 
 @njit
-def _histogram(data, b0, b1, freq):
-    """freq[c] += count of c in data[b0:b1], with four interleaved tables so
-    that equal neighbouring bytes do not stall on the same counter."""
-    part = np.zeros((4, 256), dtype=np.int64)
+def count_bytes(data, b0, b1, part):
+    """part[k, c] += occurrences of byte c in data[b0:b1], in four interleaved tables
+    (``part`` int64 [4, 256]) so that equal neighbouring bytes do not stall on the same counter."""
     end4 = b0 + (b1 - b0) // 4 * 4
     for p in range(b0, end4, 4):
         up = np.uint64(p)  # unsigned: no negative-index wraparound on the loads
@@ -449,6 +448,13 @@ def _histogram(data, b0, b1, freq):
         part[3, data[up + np.uint64(3)]] += 1
     for p in range(end4, b1):
         part[0, data[p]] += 1
+
+
+@njit
+def _histogram(data, b0, b1, freq):
+    """freq[c] += count of c in data[b0:b1] (:func:`count_bytes`, its four tables summed)."""
+    part = np.zeros((4, 256), dtype=np.int64)
+    count_bytes(data, b0, b1, part)
     for c in range(256):
         freq[c] += part[0, c] + part[1, c] + part[2, c] + part[3, c]
 

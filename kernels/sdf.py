@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from .deflate import _DIST_CODE, _LENGTH_CODE, LITERAL_LIMIT, WINDOW, _emit_literals_and_runs, _flush
+from .deflate import _DIST_CODE, _LENGTH_CODE, LITERAL_LIMIT, WINDOW, _emit_literals_and_runs, _flush, count_bytes
 from .deflate import _put as _put_bits
 from .deflate import write_tree_header
 from .numba_util import njit
@@ -219,20 +219,6 @@ def deflate_bound(n: int) -> int:
 
 
 @njit
-def _count(data, b0, b1, part):
-    """part[k, c] += occurrences of byte c in data[b0:b1] (four interleaved tables)."""
-    end4 = b0 + (b1 - b0) // 4 * 4
-    for p in range(b0, end4, 4):
-        up = np.uint64(p)  # unsigned: no negative-index wraparound on the loads
-        part[0, data[up]] += 1
-        part[1, data[up + np.uint64(1)]] += 1
-        part[2, data[up + np.uint64(2)]] += 1
-        part[3, data[up + np.uint64(3)]] += 1
-    for p in range(end4, b1):
-        part[0, data[p]] += 1
-
-
-@njit
 def deflate_sdf(data, n, hint_at, hint_from, n_hints, out):
     """Raw deflate stream of data[:n] (format_sdf's text) into ``out`` (uint8,
     ``deflate_bound(n)`` long); returns its length.
@@ -281,9 +267,9 @@ def deflate_sdf(data, n, hint_at, hint_from, n_hints, out):
         part[:] = 0
         q = b0
         for m in range(m0, m1):
-            _count(data, q, match_at[m], part)
+            count_bytes(data, q, match_at[m], part)
             q = match_at[m] + match_len[m]
-        _count(data, q, b1, part)
+        count_bytes(data, q, b1, part)
         for c in range(256):
             freq_ll[c] = part[0, c] + part[1, c] + part[2, c] + part[3, c]
         freq_ll[256:] = 0

@@ -33,7 +33,8 @@ CLIENT_PER_PARTICIPANT = 4096  #: population-stage vectors (measured 2.8 kB at 5
 TASK_BASE = 256 * 2**20  #: a worker process with the kernels loaded
 TASK_PER_VALUE = 40  #: float64 molecule values and their copies (raw, measured, standardised, written)
 TASK_PER_GENOTYPE = 10  #: haplotypes (2 x int8) and a standardised dosage per variant
-OUT_PER_OMICS_VALUE = 4.1  #: compressed float32 protein, transcript and metabolite values
+OUT_PER_OMICS_VALUE = 3.5  #: compressed float32 protein, transcript and metabolite values (3.6 measured at paper scale)
+OUT_PER_OMICS_WORK_VALUE = 4.0  #: the same values in the float32 work columns the Parquet row groups are encoded from
 OUT_PER_GENOTYPE_VCF = 0.34
 OUT_PER_GENOTYPE_ZARR = 0.19
 OUT_PER_SCAN = 1.246e6  #: one participant's npz: the cine stored (1.23 MB), the T1 map deflated
@@ -55,12 +56,13 @@ def estimate(cfg) -> Estimate:
     per_task = min(n, int(c.chunk_blocks) * 1000)
     task = TASK_BASE + per_task * (TASK_PER_VALUE * (2 * p + m) + TASK_PER_GENOTYPE * v)
     visit2 = n * float(w.visit2_fraction)
-    # work partitions and the assembled tables exist together until assembly ends
-    omics = 2 * OUT_PER_OMICS_VALUE * ((2 * p + m) * n + p * visit2)
+    # at assembly's peak three copies exist: the float32 work columns, the Parquet row groups
+    # encoded from them and the stitched release tables (bench, paper scale: 4.07 GB peak)
+    omics = (OUT_PER_OMICS_WORK_VALUE + 2 * OUT_PER_OMICS_VALUE) * ((2 * p + m) * n + p * visit2)
     genotypes = (OUT_PER_GENOTYPE_VCF * n * v if r.vcf else 0) + (OUT_PER_GENOTYPE_ZARR * n * v if (r.vcf or r.genotype_zarr) else 0)
     scans = 0 if r.imaging == "none" else int(s.imaged) * (1 + (float(w.visit2_fraction) if r.visit2_imaging else 0))
     if scans and pixel_sink():  # each image group is verified and removed: only the groups in flight
-        scans = min(scans, 2 * SUBJECTS_PER_TASK * max(1, int(c.n_workers or os.cpu_count() or 1)))
+        scans = min(scans, SUBJECTS_PER_TASK * max(1, int(c.n_workers or os.cpu_count() or 1)))
     output = omics + genotypes + OUT_PER_SCAN * scans + OUT_PER_PARTICIPANT * n
     return Estimate(client=int(CLIENT_BASE + CLIENT_PER_PARTICIPANT * n), task=int(task), output=int(output))
 
