@@ -41,6 +41,19 @@ def t9_moments(world: World, true_values: np.ndarray, centre: np.ndarray) -> tup
     return float(x.mean()), float(x.std())
 
 
+def _mix_t9_units(world: World, values: np.ndarray, pop: dict, table: str, t9: tuple | None) -> None:
+    """T9's planted unit mixing, in place: the decoy's values at the mixing site become
+    ``scale * x + offset`` (then standardised by the cohort moments ``t9`` when given)."""
+    if not table.startswith("proteomics") or world.t9_centre is None:
+        return
+    at_site = pop["centre"] == world.t9_centre
+    p = world.roles.decoys["T9"]
+    t9p = world.params["bias_params"]["T9"]
+    values[at_site, p] = t9p["scale"] * values[at_site, p] + t9p["offset"]
+    if t9 is not None:
+        values[:, p] = (values[:, p] - t9[0]) / t9[1]
+
+
 def apply(world: World, b: int, values: np.ndarray, pop: dict, table: str, rows: np.ndarray | None = None,
           t9: tuple | None = None) -> np.ndarray:
     """Return the released values for one block (``rows`` selects visit-2 members);
@@ -48,14 +61,7 @@ def apply(world: World, b: int, values: np.ndarray, pop: dict, table: str, rows:
     values = values.copy()
     lo, hi = world.block_range(b)
     n_block = hi - lo
-    r = world.roles
-    if table.startswith("proteomics") and world.t9_centre is not None:
-        at_site = pop["centre"] == world.t9_centre
-        p = r.decoys["T9"]
-        t9p = world.params["bias_params"]["T9"]
-        values[at_site, p] = t9p["scale"] * values[at_site, p] + t9p["offset"]
-        if t9 is not None:
-            values[:, p] = (values[:, p] - t9[0]) / t9[1]
+    _mix_t9_units(world, values, pop, table, t9)
     rate = world.params["protein_missing"] if table.startswith("proteomics") else MISSING_RATE[table]
     u = seeds.stream(world.seed, streams.MISSING.format(table=table), b).random((n_block, values.shape[1]))
     if rows is not None:
@@ -89,14 +95,7 @@ def released(world: World, b: int, values: np.ndarray, pop: dict, table: str, ro
 
     lo, hi = world.block_range(b)
     n_block = hi - lo
-    r = world.roles
-    if table.startswith("proteomics") and world.t9_centre is not None:
-        at_site = pop["centre"] == world.t9_centre
-        p = r.decoys["T9"]
-        t9p = world.params["bias_params"]["T9"]
-        values[at_site, p] = t9p["scale"] * values[at_site, p] + t9p["offset"]
-        if t9 is not None:
-            values[:, p] = (values[:, p] - t9[0]) / t9[1]
+    _mix_t9_units(world, values, pop, table, t9)
     rate = world.params["protein_missing"] if table.startswith("proteomics") else MISSING_RATE[table]
     rows = np.arange(n_block, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
     if np.any(np.diff(rows) <= 0) or len(rows) != len(values):
