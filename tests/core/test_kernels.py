@@ -204,3 +204,23 @@ def test_row_wise_omics_kernels_match_twins():
         out = np.empty((P, len(rows)), np.float32)
         omics.released_columns(s[rows], _pcg(seed), n, rows, thr, out)
         assert out.tobytes() == twin.released_columns(s[rows], _pcg(seed), n, rows, thr).tobytes()
+
+
+def test_cycle_radii_is_frame_radii_frame_by_frame():
+    """The rendering's all-frames boundary kernel gives the per-frame definition's radii bit for
+    bit (same arithmetic, sums in the same order), frame by frame, over a whole cycle."""
+    from kernels.mri import LANES
+    from kernels.mri_geometry import cycle_radii, frame_radii
+
+    rng = np.random.default_rng(7)
+    n_bins, frames = 64, 25
+    shapes = [1.0 + 0.2 * rng.random(n_bins) for _ in range(6)]  # motion, wall, ed, rv bump, rv wall bump, fat
+    scalars = (310.0, 0.42, 18.0, 6.5, 0.35, 420.0, 0.55, 2.5)  # area_ed .. rv_wall_px
+    cs = np.sort(rng.random(frames))
+    rk = np.empty((n_bins, 5, (frames + LANES - 1) // LANES * LANES))
+    cycle_radii(cs, *scalars, *shapes, rk)
+    for f in range(frames):
+        want = [np.empty(n_bins) for _ in range(5)]
+        frame_radii(cs[f], *scalars, *shapes, *want)
+        for b in range(5):
+            assert np.array_equal(rk[:, b, f], want[b]), (f, b)
