@@ -143,33 +143,34 @@ def test_resume_reuses_finished_shards(tmp_path):
             raise RuntimeError("killed")
         return result
 
-    sbuild.shard_task = crash_after_first
-    try:
-        with pytest.raises(RuntimeError):
-            build(resolved, progress=False)
-        calls.clear()
-        build(resolved, progress=False)
-    finally:
-        sbuild.shard_task = real
+    def crash_then_rebuild(res, between=lambda: None):
+        """Build ``res`` until the client dies after the first shard, run ``between``, build again."""
+        crashed.clear()
+        sbuild.shard_task = crash_after_first
+        try:
+            with pytest.raises(RuntimeError):
+                build(res, progress=False)
+            between()
+            calls.clear()
+            build(res, progress=False)
+        finally:
+            sbuild.shard_task = real
+
+    crash_then_rebuild(resolved)
     assert calls == [(0, True), (1, False)]
     assert _manifest_hashes(tmp_path / "fresh" / "screening-03") == _manifest_hashes(tmp_path / "resumed" / "screening-03")
 
     # a shard finished by code that wrote another shard format (its .done record says so, or says
     # nothing) is rebuilt, not reused: its part or SDF shard may not be what this code writes
     stale = _load(over, tmp_path / "stale")
-    crashed.clear()
-    sbuild.shard_task = crash_after_first
-    try:
-        with pytest.raises(RuntimeError):
-            build(stale, progress=False)
+
+    def drop_format():
         done = tmp_path / "stale" / "screening-03" / ".build" / "shard-00000.done"
         record = json.loads(done.read_text())
         assert record.pop("format") == stages.SHARD_FORMAT
         done.write_text(json.dumps(record))
-        calls.clear()
-        build(stale, progress=False)
-    finally:
-        sbuild.shard_task = real
+
+    crash_then_rebuild(stale, drop_format)
     assert calls == [(0, False), (1, False)]
     assert _manifest_hashes(tmp_path / "fresh" / "screening-03") == _manifest_hashes(tmp_path / "stale" / "screening-03")
 
