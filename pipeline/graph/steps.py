@@ -64,7 +64,7 @@ class Build:
     cohort: Any = None
     deaths: dict | None = None
     v2cov: dict | None = None
-    assemble_futures: list = dataclasses.field(default_factory=list)
+    assembled: list = dataclasses.field(default_factory=list)  # the row groups' results (encode_omics)
     traits_z: dict | None = None
     traits_v1: dict | None = None
     baseline: dict | None = None
@@ -160,8 +160,9 @@ def _per_block_context(world: World, coh, v2cov: dict) -> dict:
 
 def encode_omics(b: Build) -> None:
     """The molecular partitions, then their Parquet row groups (one task each, of fixed
-    size): submitted here and gathered by :func:`finalise`, which stitches each table's
-    file, so the encoding overlaps the steps in between."""
+    size), gathered here; :func:`finalise` stitches each table's file from them.  (Held as
+    futures until finalise, a row group whose worker died in between came back cancelled,
+    "already forgotten", instead of being recomputed: tests/biobank/test_panel.py.)"""
     world, coh, ex = b.world, b.cohort, b.executor
     shared = {
         "protein_mean": coh.protein_mean, "protein_sd": coh.protein_sd,
@@ -180,7 +181,7 @@ def encode_omics(b: Build) -> None:
         merge(b.timings, res["timing"])
     # the participants of each block in each table: every one, or the visit-2 attendees
     v2_rows = np.flatnonzero(coh.visit2)
-    b.assemble_futures = []
+    futures = []
     for t in OMICS_TABLES:
         rows = v2_rows if t == "proteomics_visit2" else np.arange(world.n, dtype=np.int64)
         starts = range(0, world.n_blocks, ROW_GROUP_BLOCKS) if world.n_blocks else [0]
@@ -188,8 +189,9 @@ def encode_omics(b: Build) -> None:
             blocks = list(range(g, min(world.n_blocks, g + ROW_GROUP_BLOCKS)))
             lo, hi = (world.block_range(blocks[0])[0], world.block_range(blocks[-1])[1]) if blocks else (0, 0)
             group = rows[np.searchsorted(rows, lo):np.searchsorted(rows, hi)]
-            b.assemble_futures.append(ex.submit(encode_row_group, b.world_f, b.cfg.out, t, part, blocks, group, not len(rows),
-                                                key=f"encode-{world.id}-{t}-{part}"))
+            futures.append(ex.submit(encode_row_group, b.world_f, b.cfg.out, t, part, blocks, group, not len(rows),
+                                     key=f"encode-{world.id}-{t}-{part}"))
+    b.assembled = ex.gather(futures)
 
 
 def encode_vcf(b: Build) -> None:
@@ -244,7 +246,7 @@ def finalise(b: Build) -> dict:
 
     b.prog.start("assemble")
     parts: dict = {}
-    for res in b.executor.gather(b.assemble_futures):  # the row groups, encoded while the steps between ran
+    for res in b.assembled:  # the row groups (encode_omics)
         merge(b.timings, res["timing"])
         parts.setdefault(res["table"], []).append((res["part"], res["path"]))
     stitched = [b.executor.submit(stitch_parquet, b.cfg.out, b.world.id, t, [p for _, p in sorted(parts[t])],
