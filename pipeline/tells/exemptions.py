@@ -25,6 +25,12 @@ T4_PAIR = "t4_pair"
 #: the sealed pathway record (a driver never follows; a T1 decoy may).
 PLANTED_CLASS = {"T2": "baseline", "a9_partner": "late"}
 MATCHED = "@class"
+#: Roles that carry one shared component by construction: the T2 decoy and the A9 partner
+#: both read L (0.50 L, 0.50 L_late = z[0.75 L + ...]), so each carries every variant that
+#: moves L and L's place in the correlation structure; the T4 pair measures one abundance
+#: on one variant.  In a world they are one observation of the pooled (``any_role``) cells,
+#: not two: their normal scores are averaged (``scan.cluster_scores``).
+SHARED_COMPONENT = (("T2", "a9_partner"), ("t4_driver", "t4_partner"))
 #: Share of the family-wise false-positive rate spent on each family of tests.
 ALPHA_SHARES = {"ranks": 0.8, "t4": 0.1, "surrogate": 0.1}
 OUTER = 0.01  # a percentile below 1 % or above 99 % is "in the outer 2 %"

@@ -16,6 +16,12 @@ their normal scores z = Phi^-1(u), which are standard normal under that null:
 * extremity test: Q = sum(z^2) ~ chi^2_k (a role in the outer tails, either side);
 * p = min(1, 2 min(p_shift, p_extreme)) for the cell.
 
+The pooled cells (``any_role``, ``any_role@class``) take one observation per role protein
+and world, except where two roles carry one component by construction (``SHARED_COMPONENT``:
+the T2 decoy and the A9 partner both read L; the T4 pair measures one abundance): such a
+group is one observation, the mean of its members' normal scores (``cluster_scores``), so a
+world's shared component is not counted twice.
+
 A paired test compares the T4 driver with its partner in the same world
 (S = sum(z_driver - z_partner) / sqrt(2k)).  A cell is a finding when its p is
 below ``alpha_ranks / m`` (Bonferroni over the m tested cells).  The discrete
@@ -65,7 +71,7 @@ from .. import bundle
 from . import features
 from .sealed_checks import POWER_Z, WorldTruth, check_instruments, check_surrogate, check_t4, surrogate_verdict
 from .exemptions import (  # noqa: F401  (re-exported: the scan's vocabulary)
-    ROLE_KINDS, POOLED, PAIRED, T4_PAIR, PLANTED_CLASS, MATCHED, ALPHA_SHARES, OUTER,
+    ROLE_KINDS, POOLED, PAIRED, T4_PAIR, PLANTED_CLASS, MATCHED, ALPHA_SHARES, OUTER, SHARED_COMPONENT,
     Exemption, L_LINKED, EXEMPT, NOT_RANKED, exemption, class_exempt, usable_statistics,
 )
 
@@ -195,6 +201,27 @@ def pooled_test(u: list) -> dict:
             "p": min(1.0, 2 * min(p_shift, p_extreme))}
 
 
+def shared_group(world: str, protein: str, kind: str) -> str:
+    """The pooled cells' unit of observation: the world's shared-component group of ``kind``
+    (``SHARED_COMPONENT``), else the protein itself."""
+    group = next((g for g in SHARED_COMPONENT if kind in g), None)
+    return f"{world}/{'+'.join(group) if group else protein}"
+
+
+def cluster_scores(obs: list) -> list:
+    """One percentile per unit of observation: the members' normal scores averaged.
+
+    Two roles that carry one component (both read L; the T4 pair) are not independent
+    draws, and counting both would inflate a pooled cell's sum by up to sqrt(2).  Under the
+    null each member's score is N(0, 1), so their mean is normal with variance (1 + rho) / 2
+    <= 1: taken as one N(0, 1) score it keeps the shift and extremity tests at or below
+    their level whatever the correlation rho (conservative by (1 - rho) / 2 at most)."""
+    units: dict = {}
+    for o in obs:
+        units.setdefault(o.get("unit", o["protein"]), []).append(ndtri(min(max(o["u"], 1e-12), 1 - 1e-12)))
+    return [float(ndtr(np.mean(z))) for z in units.values()]
+
+
 def scan(results: list, alpha: float = 0.01) -> dict:
     """Pool the per-world results into the report."""
     alpha_ranks = alpha * ALPHA_SHARES["ranks"]
@@ -225,7 +252,8 @@ def scan(results: list, alpha: float = 0.01) -> dict:
                     if key[1] == POOLED and exemption(kind, stat):
                         continue
                     cells.setdefault(key, []).append({"world": res["world"], "protein": protein, "u": u[protein],
-                                                      "value": float(values[protein])})
+                                                      "value": float(values[protein]),
+                                                      "unit": shared_group(res["world"], protein, kind)})
             followers = res.get("followers") if "followers" in res else followers_of(res)
             if followers is not None and any(class_exempt(k, stat) for k in set(kinds.values())):
                 for protein, u_c in class_percentiles(values, table.index, kinds, followers).items():
@@ -234,7 +262,8 @@ def scan(results: list, alpha: float = 0.01) -> dict:
                         continue
                     for key in ((stat, kind + MATCHED), (stat, POOLED + MATCHED)):
                         cells.setdefault(key, []).append({"world": res["world"], "protein": protein, "u": u_c,
-                                                          "value": float(values[protein])})
+                                                          "value": float(values[protein]),
+                                                          "unit": shared_group(res["world"], protein, kind)})
             drivers, partners = by_kind.get("t4_driver", []), by_kind.get("t4_partner", [])
             pair_u = pair_percentile(values, res.get("coregulated") or [], kinds)
             if pair_u is not None:
@@ -253,6 +282,9 @@ def scan(results: list, alpha: float = 0.01) -> dict:
             d = (ndtri(np.array([o["u_driver"] for o in obs])) - ndtri(np.array([o["u_partner"] for o in obs]))) / math.sqrt(2)
             test = pooled_test(list(ndtr(d)))
             us = [o["u_driver"] for o in obs]
+        elif kind in (POOLED, POOLED + MATCHED):
+            us = cluster_scores(obs)  # one observation per role, or per shared-component group
+            test = pooled_test(us)
         else:
             us = [o["u"] for o in obs]
             test = pooled_test(us)

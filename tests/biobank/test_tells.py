@@ -173,13 +173,49 @@ def test_a_pathway_class_exemption_holds_only_while_each_role_ranks_among_its_ow
         assert matched["verdict"] == "ok" and matched["k"] == 20, matched
     assert _cell(one_of_them, stat, "driver")["median_percentile"] < 0.45  # feeders rank low among all
     assert _cell(one_of_them, stat, "driver" + tells_scan.MATCHED)["verdict"] == "ok"
-    assert _cell(one_of_them, stat, tells_scan.POOLED + tells_scan.MATCHED)["k"] == 20 * 9
+    # nine roles per world, seven units: the T2 decoy and the A9 partner are one, the T4 pair one
+    assert _cell(one_of_them, stat, tells_scan.POOLED + tells_scan.MATCHED)["k"] == 20 * 7
     assert one_of_them["passed"], one_of_them["findings"]
     beyond = tells_scan.scan(results(True))
     for kind in ("T2", "a9_partner"):
         assert _cell(beyond, stat, kind + tells_scan.MATCHED)["verdict"] == "FINDING"
     assert not beyond["passed"]
     assert "a9p@c" in tells_scan.format_report(beyond)
+
+
+def test_roles_sharing_one_component_are_one_observation_of_the_pooled_cells():
+    """The T2 decoy and the A9 partner both read L, the T4 pair measures one abundance: where a
+    statistic is the same for both members (the extreme case), counting them as two independent
+    observations makes the pooled cell fail clean worlds far above its level; as one observation
+    (their normal scores averaged) it stays at or below the level, and a shift of one of them
+    alone is still found (by its own cell)."""
+    stat = "group.stat0"
+
+    def shared(seed: int, shift: float = 0.0):
+        out = _synthetic_results(np.random.default_rng(seed), worlds=10, stats=1)
+        for res in out:
+            table, by_kind = res["table"], {k: p for p, k in res["kinds"].items()}
+            table.loc[by_kind["a9_partner"], stat] = table.loc[by_kind["T2"], stat] + shift
+            table.loc[by_kind["t4_partner"], stat] = table.loc[by_kind["t4_driver"], stat]
+        return out
+
+    def pooled_p(results, clustered: bool) -> float:
+        cell = _cell(tells_scan.scan(results), stat, tells_scan.POOLED)
+        obs = cell["observations"]
+        us = tells_scan.cluster_scores(obs) if clustered else [o["u"] for o in obs]
+        return tells_scan.pooled_test(us)["p"]
+
+    runs = 300
+    clustered = np.array([pooled_p(shared(500 + i), True) for i in range(runs)])
+    independent = np.array([pooled_p(shared(500 + i), False) for i in range(runs)])
+    level = 0.05
+    assert (clustered < level).mean() <= level + 3 * math.sqrt(level * (1 - level) / runs), (clustered < level).mean()
+    assert (independent < level).mean() > 2 * level  # what counting both members did
+    cell = _cell(tells_scan.scan(shared(900)), stat, tells_scan.POOLED)
+    assert cell["k"] == 10 * 7 and len(cell["observations"]) == 10 * 9
+    found = tells_scan.scan(shared(901, shift=6.0))  # the partner far above the decoy it shares L with
+    assert _cell(found, stat, "a9_partner")["verdict"] == "FINDING"
+    assert not found["passed"]
 
 
 def test_percentiles_are_mid_ranks_among_ordinary_proteins():
