@@ -182,7 +182,9 @@ def _pathway_row(i, x, extra_coef, extra, direct_coef, direct_g, terms, active, 
             k_out[i, m] = 0.0
             late_out[i, m] = 0.0
             continue
-        km = extra_coef[m] * extra[i, m] + direct_coef[m] * direct_g[m] + terms[m]
+        km = extra_coef[m] * extra[i, m] + direct_coef[m, 0] * direct_g[m, 0] + terms[m]
+        if direct_coef[m, 1] != 0.0:  # a second variant of its own (a pleiotropic instrument, as T7's on L)
+            km = km + direct_coef[m, 1] * direct_g[m, 1]
         j0, j1 = indptr[m], indptr[m + 1]
         for j in range(j0, j1):
             km = km + coef[j] * x[j]
@@ -197,7 +199,8 @@ def _pathway_row(i, x, extra_coef, extra, direct_coef, direct_g, terms, active, 
 def pathway_sums(raw, adjust_col, adjust, extra_coef, extra, direct_coef, direct_g, terms, active, indptr, feeders,
                  coef, late_k, late_coef, k_out, late_out):
     """Pathway values from the feeders' raw values, pathway by pathway in order:
-    K[i, m] = extra_coef[m] extra[i, m] + direct_coef[m] direct_g[i, m] + terms[i, m]
+    K[i, m] = extra_coef[m] extra[i, m] + direct_coef[m, 0] direct_g[i, m, 0] + terms[i, m]
+              [+ direct_coef[m, 1] direct_g[i, m, 1] where that coefficient is not 0]
               + sum_j coef[j] raw'[i, feeders[j]]  (j over indptr[m]:indptr[m+1], in order),
     late[i, m] = late_k[m] K[i, m] + sum_j late_coef[j] raw'[i, feeders[j]],
     zero where ``active[m]`` is 0; raw'[i, p] = raw[i, p] - adjust[i, adjust_col[p]] where
@@ -233,7 +236,7 @@ def proteins(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, lo
              bio, raw, k_out, late_out):
     """A block's proteins, row by row while the row is in cache: bio = ``molecule_bio_scaled``,
     raw = bio + ``add_covariate_terms``, the pathways ``pathway_sums`` (their genotype term
-    (dosage - twoq[m]) / gsd[m] of variant ``direct_variant[m]``, their covariate terms
+    (dosage - twoq[m, c]) / gsd[m, c] of variant ``direct_variant[m, c]``, c = 0, 1), their covariate terms
     sum_k covariates[i, k] path_cov[m, k]) and the followers ``add_paths`` — each value by
     the same operations as those kernels (and the numpy they replaced) give it."""
     n_i, n_v = dosage.shape
@@ -245,7 +248,7 @@ def proteins(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, lo
     g = np.empty(n_v)
     s = np.empty(n_p)
     t = np.empty(n_p)
-    dg = np.empty(n_m)
+    dg = np.empty((n_m, 2))
     terms = np.empty(n_m)
     x = np.empty(feeders.shape[0])
     for i in range(n_i):
@@ -262,7 +265,8 @@ def proteins(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, lo
             raw[i, p] = b + t[p]
         if n_m:
             for m in range(n_m):
-                dg[m] = (dosage[i, direct_variant[m]] - twoq[m]) / gsd[m]
+                for c in range(2):
+                    dg[m, c] = (dosage[i, direct_variant[m, c]] - twoq[m, c]) / gsd[m, c]
             _factor_row(covariates, i, path_cov_t, terms)
             _feeder_values(raw, i, adjust_col, adjust, feeders, x)
             _pathway_row(i, x, extra_coef, extra, direct_coef, dg, terms, active, indptr, coef, late_k, late_coef,

@@ -196,6 +196,15 @@ def _pre_issue_29_pathways(default, rng, world, l_terms, **kw):
     return _PreIssue29Pathways(rng, world, l_terms, **kw)
 
 
+@register("t7_unmatched", "pathway_design")
+def _no_pleiotropic_member(default, *args, **kw):
+    """The pre-fix pathways of a T7 world: no ordinary protein's instrument moves a pathway, so
+    L, which holds the T7 decoy's, is the one process whose followers carry a second variant."""
+    design = default(*args, **kw)
+    design.t7 = 0.0
+    return design
+
+
 @register("pathway_shapes", "anchor_assay_noise")
 @register("visit2_recomputed", "anchor_assay_noise")
 def _anchor_as_assay(default, block):

@@ -282,6 +282,11 @@ def _place_polygenic(rng, V, beta, free, claims, variant_of, nb, contig, positio
     order = rng.permutation(k)
     out = np.full(k, -1, dtype=np.int64)
     take = min(k, spare.size)
+    if take < k:
+        # not every one fits on a free variant: the largest effects take the free ones, and the
+        # rest go next to loci smallest-budget-first from the largest down (a small effect fits
+        # where a large one cannot); when all fit, which effect sits where is immaterial
+        order = np.argsort(-np.abs(np.asarray(beta, dtype=np.float64)), kind="stable")
     out[order[:take]] = rng.choice(spare, size=take, replace=False)
     stats["polygenic_near_loci"] = int(k - take)
     if take == k:

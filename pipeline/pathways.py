@@ -103,6 +103,9 @@ class PathwayModel:
     follower_loading: np.ndarray = None  # [P] what each ordinary follower adds: loading x K_m (or K_m_late); 0 otherwise
     residual: np.ndarray = None  # [M] each pathway's own residual SD (L's is 0.55, 0.70 in hard worlds)
     cov_coef: np.ndarray = None  # [M, 4] K_m's own covariate terms per unit of X (L's 0.15 z(BMI), 0.10 smoking, 0.08 z(age))
+    pleio_protein: np.ndarray = None  # [M] in a T7 world: the ordinary protein whose cis variant also moves K_m (-1 none)
+    pleio_variant: np.ndarray = None  # [M] that protein's cis variant (-1 none)
+    pleio: np.ndarray = None  # [M] its coefficient in K_m (T7's direct effect on L, in K_m's units)
 
     def summary(self, pid: list) -> dict:
         out = []
@@ -117,6 +120,9 @@ class PathwayModel:
                 row["weights_late"] = [round(float(x), 6) for x in self.weights[m][1]]
                 row["residual"] = round(float(self.residual[m]), 6)
                 row["follower_loading"] = [round(float(self.follower_loading[int(p)]), 6) for p in np.flatnonzero(self.follows == m)]
+            if self.pleio_protein is not None and self.pleio_protein[m] >= 0:
+                row["pleiotropic"] = {"protein": pid[int(self.pleio_protein[m])], "variant": int(self.pleio_variant[m]),
+                                      "coef": round(float(self.pleio[m]), 6)}
             out.append(row)
         return {"pathways": out, "loading": self.loading,
                 "special_residual": {k: round(float(v), 6) for k, v in self.special_residual.items()},
@@ -214,6 +220,9 @@ class PathwayDesign:
         self.absent_rate, self.late_followers = absent_rate, late_followers
         self.residual_range, self.loading_range = residual_range, loading_range
         self.base, self.late = int("T2" in world.roles.decoys), int(world.roles.a9_partner is not None)
+        # where T7 is planted, L holds a protein's cis variant as well as G_direct (T7's
+        # instrument, 0.15 per SD): each pathway likewise an ordinary protein's
+        self.t7 = float(world.params["bias_params"]["T7"]["direct"]) if "T7" in world.biases else 0.0
 
     def shape_of(self, u: int) -> tuple:
         """(delayed feeders, baseline followers, late followers) of a pathway of u full-weight feeders."""
@@ -228,13 +237,13 @@ class PathwayDesign:
 
     def terms(self, residual: float) -> tuple:
         """(the process's covariate content, its variance outside its feeders and covariates)."""
-        return self.l_terms, residual ** 2 + L_DIRECT ** 2
+        return self.l_terms, residual ** 2 + L_DIRECT ** 2 + self.t7 ** 2
 
 
 def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float, a9_loading: float,
           resid_carry: float, factor_carry: float, direct_pool, cov_x: np.ndarray, absent_rate: float = 0.15,
           late_ratio: tuple = (1.15, 1.45), base_fraction: tuple = (0.04, 0.10), residual_range: tuple = (0.55, 0.55),
-          loading_range: tuple = (0.50, 0.50), late_followers: tuple = (1, 1)) -> PathwayModel:
+          loading_range: tuple = (0.50, 0.50), late_followers: tuple = (1, 1), protein_cis: np.ndarray = None) -> PathwayModel:
     """Deal the ordinary proteome into pathways and fit every follower's own loadings,
     covariate coefficients and residual to its path (module docstring).  Returns the
     PathwayModel and every protein's factor loadings and covariate coefficients with the
@@ -297,6 +306,8 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     share, carried, path_cov = {}, {}, {}
     loading = float(t2_loading)
     coef, extra, direct, late_coef, late_k, rho_m, cov_change, weights_m, members = [], [], [], [], [], [], [], [], []
+    pleio = []
+    t7 = float(getattr(design, "t7", 0.0))
     cov_coef = []
     x_scale = np.ones(4)  # content is per unit of X already (age - 55, sex, BMI - 27, smoking)
 
@@ -337,8 +348,9 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         var_k = var_of(a_raw, sigma) + float(np.sum(v ** 2 * rem)) + indep
         sd_k = np.sqrt(var_k)
         coef.append(v / sds / sd_k)
-        extra.append(np.sqrt(indep - L_DIRECT ** 2) / sd_k)
+        extra.append(np.sqrt(indep - L_DIRECT ** 2 - t7 ** 2) / sd_k)
         direct.append(L_DIRECT / sd_k)
+        pleio.append(t7 / sd_k)
         cov_coef.append(terms[F:] * x_scale / sd_k)
         a = a_raw / sd_k
         share[f"K{m}"] = var_of(a, sigma)
@@ -386,6 +398,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         if p is not None and role not in special:  # no drivers: L carries no protein
             l = t2_loading if role == "T2" else a9_loading
             special[role] = float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - l ** 2, 0.0)))
+    pleio_protein, pleio_variant = _pleiotropic(rng, world, protein_cis, members, follows, has_followers, t7 > 0)
     model = PathwayModel(upstream=members, coef=coef, extra=np.array(extra, dtype=np.float64), follows=follows,
                          direct_variant=direct_variant, direct=np.array(direct, dtype=np.float64),
                          loading=loading, residual_sd=residual_sd, visit2_carry=carry, special_residual=special,
@@ -395,5 +408,34 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
                          cov_change=np.array(cov_change, dtype=np.float64).reshape(-1, 2, 4), weights=weights_m,
                          follower_loading=follower_loading,
                          residual=np.array(residual_m, dtype=np.float64),
-                         cov_coef=np.array(cov_coef, dtype=np.float64).reshape(-1, 4))
+                         cov_coef=np.array(cov_coef, dtype=np.float64).reshape(-1, 4),
+                         pleio_protein=pleio_protein, pleio_variant=pleio_variant,
+                         pleio=np.where(pleio_protein >= 0, np.array(pleio, dtype=np.float64).reshape(-1), 0.0))
     return model, protein_loadings, protein_cov
+
+
+def _pleiotropic(rng, world, protein_cis, members: list, follows: np.ndarray, has_followers: list, planted: bool) -> tuple:
+    """In a world planting T7 (L holds the T7 decoy's cis variant, a protein that L does not
+    read): for each pathway with followers an ordinary protein outside it, each a different
+    one, whose cis variant enters K_m with T7's coefficient, so that L's followers carry no
+    variant source an ordinary follower lacks.  Drawn last, so no other draw moves.
+    Returns (protein [M], variant [M]), -1 where none."""
+    M = len(members)
+    protein, variant = np.full(M, -1, dtype=np.int64), np.full(M, -1, dtype=np.int64)
+    if not planted or protein_cis is None or not M:
+        return protein, variant
+    r = world.roles
+    roles = set(int(d) for d in r.drivers) | set(int(v) for v in r.decoys.values())
+    roles |= {int(x) for x in (r.a9_partner, r.t4_partner, r.surrogate) if x is not None}
+    pool = [int(p) for p in rng.permutation(world.n_proteins) if int(p) not in roles]
+    used = set()
+    for m in range(M):
+        if not has_followers[m]:
+            continue
+        inside = set(int(p) for p in members[m]) | set(int(p) for p in np.flatnonzero(follows == m))
+        q = next((p for p in pool if p not in used and p not in inside), None)
+        if q is None:
+            break
+        used.add(q)
+        protein[m], variant[m] = q, int(protein_cis[q])
+    return protein, variant

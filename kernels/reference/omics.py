@@ -64,7 +64,9 @@ def pathway_sums(raw, adjust_col, adjust, extra_coef, extra, direct_coef, direct
     for m in range(M):
         if not active[m]:
             continue
-        km = extra_coef[m] * extra[:, m] + direct_coef[m] * direct_g[:, m] + terms[:, m]
+        km = extra_coef[m] * extra[:, m] + direct_coef[m, 0] * direct_g[:, m, 0] + terms[:, m]
+        if direct_coef[m, 1] != 0.0:
+            km = km + direct_coef[m, 1] * direct_g[:, m, 1]
         for j in range(indptr[m], indptr[m + 1]):
             km = km + coef[j] * raw[:, feeders[j]]
         kl = late_k[m] * km
@@ -91,7 +93,7 @@ def proteins(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, lo
     bio = molecule_bio_scaled(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, loadings, resid,
                               resid_scale, resid_coef)
     raw = add_covariate_terms(bio, covariates, cov_coef)
-    direct_g = (dosage[:, direct_variant] - twoq) / gsd
+    direct_g = (dosage[:, direct_variant] - twoq) / gsd  # [n, M, 2]
     terms = matmul_ordered(covariates, path_cov.T)
     k, late = pathway_sums(raw, adjust_col, adjust, extra_coef, extra, direct_coef, direct_g, terms, active, indptr,
                            feeders, coef, late_k, late_coef)

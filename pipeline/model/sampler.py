@@ -360,7 +360,7 @@ def sample_world(resolved: Resolved) -> World:
         float(bp.T2.latent_loading), float(bp.A9.partner_latent), VISIT2_RESID_CARRY, VISIT2_FACTOR_CARRY, pathway_pool,
         cov_x, absent_rate=float(w.pathway_absent_rate), residual_range=tuple(w.pathway_residual),
         loading_range=tuple(w.pathway_loading), late_followers=tuple(int(x) for x in w.pathway_late_followers),
-        late_ratio=tuple(bp.A9.late_ratio), base_fraction=tuple(bp.A9.base_fraction))
+        late_ratio=tuple(bp.A9.late_ratio), base_fraction=tuple(bp.A9.base_fraction), protein_cis=protein_cis)
     fields = {k: v for k, v in vars(draft).items() if k not in ("protein_loadings", "protein_cov")}
     return World(**fields, protein_cis=protein_cis, protein_loadings=protein_loadings, protein_cov=protein_cov,
                  transcript_concordance=transcript_concordance, transcript_cis=transcript_cis,

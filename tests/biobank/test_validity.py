@@ -436,6 +436,36 @@ def test_every_protein_feeds_or_follows_a_pathway(panel):
     assert abs(absent_there - rate * k) <= Z_MAX * np.sqrt(k * rate * (1 - rate)) + 1, (absent_there, k, rate)
 
 
+def test_in_a_t7_world_every_followed_pathway_holds_an_ordinary_proteins_instrument_as_l_holds_t7s(panel):
+    """L holds two variants of its own where T7 is planted: G_direct and the T7 decoy's cis
+    variant (0.15 per SD, a protein L does not read).  Each ordinary pathway with followers then
+    holds, besides its G_m, the cis variant of an ordinary protein outside it (each pathway a
+    different one) with the same coefficient in its own units, so L's followers carry no
+    variant source ordinary followers lack (issue 29: at paper scale the T2 decoy and the A9
+    partner had more genome-wide significant variants than their classes in T7 worlds, z +2.5
+    and +2.7 over 40 fresh worlds; ``pipeline.tells.model_counts``); elsewhere, or with the
+    test-only t7_unmatched leak, no pathway holds one."""
+    for name, w in panel.items():
+        pw, r = w.pathways, w.roles
+        followed = [m for m in range(len(pw.upstream)) if np.any(pw.follows == m)]
+        if "T7" not in w.biases:
+            assert not np.any(pw.pleio_protein >= 0) and not np.any(pw.pleio), name
+            continue
+        roles = set(int(d) for d in r.drivers) | set(int(v) for v in r.decoys.values())
+        roles |= {int(x) for x in (r.a9_partner, r.t4_partner, r.surrogate) if x is not None}
+        chosen = [int(pw.pleio_protein[m]) for m in followed]
+        assert all(q >= 0 for q in chosen) and len(set(chosen)) == len(chosen) and not set(chosen) & roles, name
+        t7 = float(w.params["bias_params"]["T7"]["direct"])
+        for m in followed:
+            q = int(pw.pleio_protein[m])
+            assert q not in set(int(p) for p in pw.upstream[m]) and pw.follows[q] != m, (name, m)
+            assert pw.pleio_variant[m] == w.protein_cis[q], (name, m)
+            # in K_m's units as T7's is in L's: coefficient / G_m's = 0.15 / 0.12
+            assert np.isclose(pw.pleio[m] / pw.direct[m], t7 / 0.12), (name, m)
+    leaky = _sample("standard-02", leaks=("t7_unmatched",))
+    assert not np.any(leaky.pathways.pleio_protein >= 0)
+
+
 def test_followers_total_loadings_are_an_ordinary_draw():
     """A follower's own loadings plus what its path carries are its ordinary draw, so its
     factor share is an ordinary protein's; the bias equations' residuals keep the variance."""

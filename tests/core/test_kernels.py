@@ -149,8 +149,10 @@ def _pathway_inputs(rng, n=37, P=23, M=6, v=40, F=3):
         resid=rng.standard_normal((n, P)), resid_scale=rng.uniform(0.5, 1.0, P), resid_coef=0.8,
         covariates=rng.standard_normal((n, 4)), cov_coef=rng.standard_normal((P, 4)), adjust_col=adjust_col,
         adjust=rng.standard_normal((n, 2)), extra_coef=rng.standard_normal(M), extra=rng.standard_normal((n, M)),
-        direct_coef=rng.standard_normal(M), direct_variant=rng.integers(0, v, M).astype(np.int64), twoq=2 * q[:M],
-        gsd=np.sqrt(2 * q[:M] * (1 - q[:M])), path_cov=rng.standard_normal((M, 4)),
+        # each pathway's own variant and, for some, a second one (a T7 world's pleiotropic instrument)
+        direct_coef=np.column_stack([rng.standard_normal(M), np.where(rng.random(M) < 0.5, rng.standard_normal(M), 0.0)]),
+        direct_variant=rng.integers(0, v, (M, 2)).astype(np.int64), twoq=2 * q[:2 * M].reshape(M, 2),
+        gsd=np.sqrt(2 * q[:2 * M] * (1 - q[:2 * M])).reshape(M, 2), path_cov=rng.standard_normal((M, 4)),
         active=(rng.random(M) < 0.7).astype(np.uint8), indptr=indptr, feeders=feeders,
         coef=rng.standard_normal(indptr[-1]), late_k=rng.standard_normal(M), late_coef=rng.standard_normal(indptr[-1]),
         followers=followers, path=rng.integers(0, M, len(followers)).astype(np.int64),
@@ -179,7 +181,7 @@ def test_row_wise_omics_kernels_match_twins():
         omics.add_covariate_terms(b2, a["covariates"], a["cov_coef"], r2)
         assert np.array_equal(r2, twin.add_covariate_terms(b2, a["covariates"], a["cov_coef"]))
         pk = ("adjust_col", "adjust", "extra_coef", "extra", "direct_coef")
-        g, terms = np.random.default_rng(9).standard_normal((2, n, M))
+        g, terms = np.random.default_rng(9).standard_normal((n, M, 2)), np.random.default_rng(10).standard_normal((n, M))
         k2, l2 = np.empty((n, M)), np.empty((n, M))
         rest = (a["active"], a["indptr"], a["feeders"], a["coef"], a["late_k"], a["late_coef"])
         omics.pathway_sums(r2, *(a[x] for x in pk), g, terms, *rest, k2, l2)
