@@ -174,17 +174,19 @@ def _feeder_values(raw, i, adjust_col, adjust, feeders, x):
 
 
 @njit
-def _pathway_row(i, x, extra_coef, extra, direct_coef, direct_g, terms, active, indptr, coef, late_k, late_coef,
+def _pathway_row(i, x, extra_coef, extra, g_indptr, g_coef, g_values, terms, active, indptr, coef, late_k, late_coef,
                  k_out, late_out):
-    """Row i of ``pathway_sums`` from its feeder values x (``_feeder_values``)."""
+    """Row i of ``pathway_sums`` from its feeder values x (``_feeder_values``) and its pathways'
+    standardised genotypes ``g_values`` (one per genotype term)."""
     for m in range(k_out.shape[1]):
         if not active[m]:
             k_out[i, m] = 0.0
             late_out[i, m] = 0.0
             continue
-        km = extra_coef[m] * extra[i, m] + direct_coef[m, 0] * direct_g[m, 0] + terms[m]
-        if direct_coef[m, 1] != 0.0:  # a second variant of its own (a pleiotropic instrument, as T7's on L)
-            km = km + direct_coef[m, 1] * direct_g[m, 1]
+        g0, g1 = g_indptr[m], g_indptr[m + 1]
+        km = extra_coef[m] * extra[i, m] + g_coef[g0] * g_values[g0] + terms[m]
+        for t in range(g0 + 1, g1):  # its other variants (T7 worlds' pleiotropic instrument, hard worlds' background)
+            km = km + g_coef[t] * g_values[t]
         j0, j1 = indptr[m], indptr[m + 1]
         for j in range(j0, j1):
             km = km + coef[j] * x[j]
@@ -196,11 +198,12 @@ def _pathway_row(i, x, extra_coef, extra, direct_coef, direct_g, terms, active, 
 
 
 @njit
-def pathway_sums(raw, adjust_col, adjust, extra_coef, extra, direct_coef, direct_g, terms, active, indptr, feeders,
+def pathway_sums(raw, adjust_col, adjust, extra_coef, extra, g_indptr, g_coef, g_values, terms, active, indptr, feeders,
                  coef, late_k, late_coef, k_out, late_out):
     """Pathway values from the feeders' raw values, pathway by pathway in order:
-    K[i, m] = extra_coef[m] extra[i, m] + direct_coef[m, 0] direct_g[i, m, 0] + terms[i, m]
-              [+ direct_coef[m, 1] direct_g[i, m, 1] where that coefficient is not 0]
+    K[i, m] = extra_coef[m] extra[i, m] + g_coef[t0] g_values[i, t0] + terms[i, m]
+              + sum_t g_coef[t] g_values[i, t]  (t over t0 + 1 .. g_indptr[m + 1], t0 = g_indptr[m]: the
+                pathway's own variant G_m first, then any others, in order)
               + sum_j coef[j] raw'[i, feeders[j]]  (j over indptr[m]:indptr[m+1], in order),
     late[i, m] = late_k[m] K[i, m] + sum_j late_coef[j] raw'[i, feeders[j]],
     zero where ``active[m]`` is 0; raw'[i, p] = raw[i, p] - adjust[i, adjust_col[p]] where
@@ -208,8 +211,8 @@ def pathway_sums(raw, adjust_col, adjust, extra_coef, extra, direct_coef, direct
     x = np.empty(feeders.shape[0])
     for i in range(raw.shape[0]):
         _feeder_values(raw, i, adjust_col, adjust, feeders, x)
-        _pathway_row(i, x, extra_coef, extra, direct_coef, direct_g[i], terms[i], active, indptr, coef, late_k, late_coef,
-                     k_out, late_out)
+        _pathway_row(i, x, extra_coef, extra, g_indptr, g_coef, g_values[i], terms[i], active, indptr, coef, late_k,
+                     late_coef, k_out, late_out)
 
 
 @njit
@@ -231,12 +234,12 @@ def add_paths(raw, bio, k, late, followers, path, is_late, loading):
 
 @njit
 def proteins(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, loadings, resid, resid_scale, resid_coef,
-             covariates, cov_coef, adjust_col, adjust, extra_coef, extra, direct_coef, direct_variant, twoq, gsd,
+             covariates, cov_coef, adjust_col, adjust, extra_coef, extra, g_indptr, g_coef, g_variant, twoq, gsd,
              path_cov, active, indptr, feeders, coef, late_k, late_coef, followers, path, is_late, loading,
              bio, raw, k_out, late_out):
     """A block's proteins, row by row while the row is in cache: bio = ``molecule_bio_scaled``,
-    raw = bio + ``add_covariate_terms``, the pathways ``pathway_sums`` (their genotype term
-    (dosage - twoq[m, c]) / gsd[m, c] of variant ``direct_variant[m, c]``, c = 0, 1), their covariate terms
+    raw = bio + ``add_covariate_terms``, the pathways ``pathway_sums`` (their genotype terms
+    (dosage - twoq[t]) / gsd[t] of variant ``g_variant[t]``, pathway m's t in g_indptr[m]:g_indptr[m + 1]), their covariate terms
     sum_k covariates[i, k] path_cov[m, k]) and the followers ``add_paths`` — each value by
     the same operations as those kernels (and the numpy they replaced) give it."""
     n_i, n_v = dosage.shape
@@ -248,7 +251,7 @@ def proteins(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, lo
     g = np.empty(n_v)
     s = np.empty(n_p)
     t = np.empty(n_p)
-    dg = np.empty((n_m, 2))
+    dg = np.empty(g_variant.shape[0])
     terms = np.empty(n_m)
     x = np.empty(feeders.shape[0])
     for i in range(n_i):
@@ -264,12 +267,11 @@ def proteins(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, lo
             bio[i, p] = b
             raw[i, p] = b + t[p]
         if n_m:
-            for m in range(n_m):
-                for c in range(2):
-                    dg[m, c] = (dosage[i, direct_variant[m, c]] - twoq[m, c]) / gsd[m, c]
+            for gt in range(g_variant.shape[0]):
+                dg[gt] = (dosage[i, g_variant[gt]] - twoq[gt]) / gsd[gt]
             _factor_row(covariates, i, path_cov_t, terms)
             _feeder_values(raw, i, adjust_col, adjust, feeders, x)
-            _pathway_row(i, x, extra_coef, extra, direct_coef, dg, terms, active, indptr, coef, late_k, late_coef,
+            _pathway_row(i, x, extra_coef, extra, g_indptr, g_coef, dg, terms, active, indptr, coef, late_k, late_coef,
                          k_out, late_out)
             _follower_row(raw, bio, i, k_out, late_out, followers, path, is_late, loading)
 

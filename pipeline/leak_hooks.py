@@ -196,12 +196,13 @@ def _pre_issue_29_pathways(default, rng, world, l_terms, **kw):
     return _PreIssue29Pathways(rng, world, l_terms, **kw)
 
 
-@register("t7_unmatched", "pathway_design")
-def _no_pleiotropic_member(default, *args, **kw):
-    """The pre-fix pathways of a T7 world: no ordinary protein's instrument moves a pathway, so
-    L, which holds the T7 decoy's, is the one process whose followers carry a second variant."""
+@register("g_m_only", "pathway_design")
+def _only_g_m(default, *args, **kw):
+    """The pre-fix pathways: each holds only G_m, so in a T7 world L (which holds the T7 decoy's
+    instrument too) and in a hard world L (which holds a polygenic background) is the one process
+    whose followers carry more variants."""
     design = default(*args, **kw)
-    design.t7 = 0.0
+    design.t7 = design.poly = 0.0
     return design
 
 

@@ -247,6 +247,8 @@ def place(rng, V, P, role_of, drivers, contig, position, af, decay_bp, t4_causal
         stats["pathway_variants"] = {"isolated": tier[0], "near_another": tier[1], "near_a_locus": tier[2], "shared": tier[3]}
         return np.array(chosen, dtype=np.int64)
 
+    # where L's polygenic background was drawn from: each pathway's own background is drawn there too
+    pathway_pool.free_variants = np.flatnonzero(free)
     return Placement(masters, protein_cis, int(direct), trans_variant, polygenic, near_mover, free, stats, pathway_pool)
 
 

@@ -110,6 +110,26 @@ class PathwayModel:
     pleio_protein: np.ndarray = None  # [M] in a T7 world: the ordinary protein whose cis variant also moves K_m (-1 none)
     pleio_variant: np.ndarray = None  # [M] that protein's cis variant (-1 none)
     pleio: np.ndarray = None  # [M] its coefficient in K_m (T7's direct effect on L, in K_m's units)
+    poly_variants: list = None  # per pathway, in a hard world: the variants of its polygenic background (as L's)
+    poly_coef: list = None  # per pathway: their coefficients in K_m (polygenic_sd in all, in K_m's units)
+
+    def genotype_terms(self) -> tuple:
+        """Every pathway's own genotype terms as flat arrays (pathway m's are ``indptr[m]:indptr[m + 1]``):
+        G_m first, then the pleiotropic instrument (T7 worlds), then the polygenic background (hard
+        worlds); none for a pathway nobody follows.  Returns (indptr int64, variant int64, coef float64)."""
+        variant, coef, indptr = [], [], [0]
+        for m in range(len(self.direct_variant)):
+            if self.direct_variant[m] >= 0:
+                variant.append(int(self.direct_variant[m]))
+                coef.append(float(self.direct[m]))
+                if self.pleio_variant is not None and self.pleio_variant[m] >= 0:
+                    variant.append(int(self.pleio_variant[m]))
+                    coef.append(float(self.pleio[m]))
+                if self.poly_variants is not None and len(self.poly_variants[m]):
+                    variant += [int(v) for v in self.poly_variants[m]]
+                    coef += [float(c) for c in self.poly_coef[m]]
+            indptr.append(len(variant))
+        return (np.array(indptr, dtype=np.int64), np.array(variant, dtype=np.int64), np.array(coef, dtype=np.float64))
 
     def summary(self, pid: list) -> dict:
         out = []
@@ -127,6 +147,9 @@ class PathwayModel:
             if self.pleio_protein is not None and self.pleio_protein[m] >= 0:
                 row["pleiotropic"] = {"protein": pid[int(self.pleio_protein[m])], "variant": int(self.pleio_variant[m]),
                                       "coef": round(float(self.pleio[m]), 6)}
+            if self.poly_variants is not None and len(self.poly_variants[m]):
+                row["polygenic"] = {"variants": [int(v) for v in self.poly_variants[m]],
+                                    "coef": [round(float(c), 6) for c in self.poly_coef[m]]}
             out.append(row)
         return {"pathways": out, "loading": self.loading,
                 "special_residual": {k: round(float(v), 6) for k, v in self.special_residual.items()},
@@ -222,11 +245,20 @@ class PathwayDesign:
                  residual_range: tuple, loading_range: tuple, loading: float):
         self.rng, self.l_terms = rng, l_terms
         self.absent_rate, self.late_followers = absent_rate, late_followers
-        self.residual_range, self.loading_range = residual_range, loading_range
+        # the range is around L's residual, 0.55 (``world.latent_residual``); a hard world's L has
+        # 0.70, so its pathways' range moves with it (their ties as loose as L's)
+        shift = world.latent_residual - float(world.params["latent_residual"])
+        self.residual_range = (residual_range[0] + shift, residual_range[1] + shift)
+        self.loading_range = loading_range
         self.base, self.late = int("T2" in world.roles.decoys), int(world.roles.a9_partner is not None)
         # where T7 is planted, L holds a protein's cis variant as well as G_direct (T7's
         # instrument, 0.15 per SD): each pathway likewise an ordinary protein's
         self.t7 = float(world.params["bias_params"]["T7"]["direct"]) if "T7" in world.biases else 0.0
+        # in a hard world L holds a polygenic background (polygenic_sd over its variants): each
+        # pathway likewise one of its own, as many variants drawn as L's are, the same share of
+        # its variance as L's background has of L's (its effects sit near the significance bar
+        # at paper scale, so their size relative to the process is what counts)
+        self.poly = float(world.params["bias_params"]["hard"]["polygenic_sd"]) if world.hard else 0.0
 
     def shape_of(self, u: int) -> tuple:
         """(delayed feeders, baseline followers, late followers) of a pathway of u full-weight feeders."""
@@ -311,7 +343,8 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     loading = float(t2_loading)
     coef, extra, direct, late_coef, late_k, rho_m, cov_change, weights_m, members = [], [], [], [], [], [], [], [], []
     pleio = []
-    t7 = float(getattr(design, "t7", 0.0))
+    t7, poly = float(getattr(design, "t7", 0.0)), float(getattr(design, "poly", 0.0))
+    poly_share = poly ** 2 / latent_model(world, cov_x).sd_l ** 2 if poly > 0 else 0.0
     cov_coef = []
     x_scale = np.ones(4)  # content is per unit of X already (age - 55, sex, BMI - 27, smoking)
 
@@ -349,7 +382,8 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         rem = 1.0 - np.array([var_of(q, sigma) for q in qs])
         terms, indep = design.terms(res_m)
         a_raw = mm(v, qs) + terms
-        var_k = var_of(a_raw, sigma) + float(np.sum(v ** 2 * rem)) + indep
+        var_k = (var_of(a_raw, sigma) + float(np.sum(v ** 2 * rem)) + indep) / (1.0 - poly_share)
+        indep_all = indep + poly_share * var_k  # with the polygenic background's share (hard worlds)
         sd_k = np.sqrt(var_k)
         coef.append(v / sds / sd_k)
         extra.append(np.sqrt(indep - L_DIRECT ** 2 - t7 ** 2) / sd_k)
@@ -361,7 +395,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         # K_m_late = z[0.75 K_m + 0.35 sum v_late P] (L_late's equation), from baseline values
         a_late = LATE_CARRY * a + LATE_DRIVERS * mm(v_late, qs)
         d_late = LATE_CARRY * v / sd_k + LATE_DRIVERS * v_late
-        var_late = var_of(a_late, sigma) + float(np.sum(d_late ** 2 * rem)) + LATE_CARRY ** 2 * indep / var_k
+        var_late = var_of(a_late, sigma) + float(np.sum(d_late ** 2 * rem)) + LATE_CARRY ** 2 * indep_all / var_k
         sd_late = np.sqrt(var_late)
         late_k.append(LATE_CARRY / sd_late)
         late_coef.append(LATE_DRIVERS * v_late / sds / sd_late)
@@ -403,6 +437,7 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
             l = t2_loading if role == "T2" else a9_loading
             special[role] = float(np.sqrt(max(PROTEIN_RESIDUAL ** 2 - l ** 2, 0.0)))
     pleio_protein, pleio_variant = _pleiotropic(rng, world, protein_cis, members, follows, has_followers, t7 > 0)
+    poly_variants, poly_coef = _polygenic(rng, world, protein_cis, direct_pool, has_followers, poly_share)
     model = PathwayModel(upstream=members, coef=coef, extra=np.array(extra, dtype=np.float64), follows=follows,
                          direct_variant=direct_variant, direct=np.array(direct, dtype=np.float64),
                          loading=loading, residual_sd=residual_sd, visit2_carry=carry, special_residual=special,
@@ -414,7 +449,8 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
                          residual=np.array(residual_m, dtype=np.float64),
                          cov_coef=np.array(cov_coef, dtype=np.float64).reshape(-1, 4),
                          pleio_protein=pleio_protein, pleio_variant=pleio_variant,
-                         pleio=np.where(pleio_protein >= 0, np.array(pleio, dtype=np.float64).reshape(-1), 0.0))
+                         pleio=np.where(pleio_protein >= 0, np.array(pleio, dtype=np.float64).reshape(-1), 0.0),
+                         poly_variants=poly_variants, poly_coef=poly_coef)
     return model, protein_loadings, protein_cov
 
 
@@ -443,3 +479,40 @@ def _pleiotropic(rng, world, protein_cis, members: list, follows: np.ndarray, ha
         used.add(q)
         protein[m], variant[m] = q, int(protein_cis[q])
     return protein, variant
+
+
+def _polygenic(rng, world, protein_cis, direct_pool, has_followers: list, share: float) -> tuple:
+    """In a hard world (L holds a polygenic background: ``polygenic_sd`` spread over its variants,
+    each a standard normal draw scaled so that their squares sum to polygenic_sd^2, ``share`` of
+    L's variance): for each pathway with followers one of its own, as many variants as L's, drawn
+    as L's are from the variants no locus claimed (``direct_pool.free_variants``, where L's
+    background was placed), topped up from the variants that are no locus where there are fewer,
+    with standard normal effects scaled to the same share of K_m's variance; drawn last, so no
+    other draw moves.  Returns (variants, coefficients in K_m's standardised units) per pathway."""
+    M = len(has_followers)
+    empty = np.zeros(0, dtype=np.int64)
+    if share <= 0 or not M:
+        return [empty] * M, [np.zeros(0)] * M
+    k = len(world.polygenic_effects)
+    free = getattr(direct_pool, "free_variants", None)
+    loci = set(int(v) for v in protein_cis) | set(int(v) for v in world.protein_master if v >= 0)
+    if free is None:  # a placement that does not say (the test-only pre-issue-12 loci): any variant that is no locus
+        free = np.array([v for v in range(world.n_variants) if v not in loci], dtype=np.int64)
+    free = np.asarray(free, dtype=np.int64)
+    taken = loci | set(free.tolist())
+    rest = np.array([v for v in range(world.n_variants) if v not in taken], dtype=np.int64)
+    variants, coefs = [], []
+    for m in range(M):
+        if not has_followers[m] or k == 0:
+            variants.append(empty)
+            coefs.append(np.zeros(0))
+            continue
+        take = min(k, free.size)
+        v = rng.choice(free, size=take, replace=False)
+        if take < k:
+            v = np.concatenate([v, rng.choice(rest, size=min(k - take, rest.size), replace=False)])
+        e = rng.standard_normal(v.size)
+        variants.append(v.astype(np.int64))
+        coefs.append(np.sqrt(share) / float(np.sqrt(np.sum(e * e))) * e)
+    return variants, coefs
+

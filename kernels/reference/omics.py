@@ -54,8 +54,8 @@ def transcripts(rng, dosage, gmean, ginv, cis, cis_coef, master, trans_coef, fac
     return mix_transcripts(protein_bio, own, concordance, covariates, cov_coef)
 
 
-def pathway_sums(raw, adjust_col, adjust, extra_coef, extra, direct_coef, direct_g, terms, active, indptr, feeders, coef,
-                 late_k, late_coef):
+def pathway_sums(raw, adjust_col, adjust, extra_coef, extra, g_indptr, g_coef, g_values, terms, active, indptr, feeders,
+                 coef, late_k, late_coef):
     raw = raw.copy()
     for p in np.flatnonzero(adjust_col >= 0):
         raw[:, p] = raw[:, p] - adjust[:, adjust_col[p]]
@@ -64,9 +64,10 @@ def pathway_sums(raw, adjust_col, adjust, extra_coef, extra, direct_coef, direct
     for m in range(M):
         if not active[m]:
             continue
-        km = extra_coef[m] * extra[:, m] + direct_coef[m, 0] * direct_g[:, m, 0] + terms[:, m]
-        if direct_coef[m, 1] != 0.0:
-            km = km + direct_coef[m, 1] * direct_g[:, m, 1]
+        g0, g1 = g_indptr[m], g_indptr[m + 1]
+        km = extra_coef[m] * extra[:, m] + g_coef[g0] * g_values[:, g0] + terms[:, m]
+        for t in range(g0 + 1, g1):
+            km = km + g_coef[t] * g_values[:, t]
         for j in range(indptr[m], indptr[m + 1]):
             km = km + coef[j] * raw[:, feeders[j]]
         kl = late_k[m] * km
@@ -86,16 +87,16 @@ def add_paths(raw, bio, k, late, followers, path, is_late, loading):
 
 
 def proteins(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, loadings, resid, resid_scale, resid_coef,
-             covariates, cov_coef, adjust_col, adjust, extra_coef, extra, direct_coef, direct_variant, twoq, gsd,
+             covariates, cov_coef, adjust_col, adjust, extra_coef, extra, g_indptr, g_coef, g_variant, twoq, gsd,
              path_cov, active, indptr, feeders, coef, late_k, late_coef, followers, path, is_late, loading):
     from .linalg import matmul_ordered
 
     bio = molecule_bio_scaled(dosage, gmean, ginv, cis, cis_coef, master, trans_coef, factors, loadings, resid,
                               resid_scale, resid_coef)
     raw = add_covariate_terms(bio, covariates, cov_coef)
-    direct_g = (dosage[:, direct_variant] - twoq) / gsd  # [n, M, 2]
+    g_values = (dosage[:, g_variant] - twoq) / gsd
     terms = matmul_ordered(covariates, path_cov.T)
-    k, late = pathway_sums(raw, adjust_col, adjust, extra_coef, extra, direct_coef, direct_g, terms, active, indptr,
+    k, late = pathway_sums(raw, adjust_col, adjust, extra_coef, extra, g_indptr, g_coef, g_values, terms, active, indptr,
                            feeders, coef, late_k, late_coef)
     raw, bio = add_paths(raw, bio, k, late, followers, path, is_late, loading)
     return bio, raw, k, late

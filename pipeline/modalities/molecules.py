@@ -73,17 +73,12 @@ def standardised_genotypes(world, dosage: np.ndarray, columns: np.ndarray) -> np
     return (dosage[:, columns] - 2.0 * q) / np.sqrt(2.0 * q * (1.0 - q))
 
 
-def direct_terms(pw) -> tuple:
-    """Each pathway's own genotype terms as [M, 2] arrays (variant, coefficient): G_m, and in a
-    world planting T7 the pleiotropic instrument of an ordinary protein (coefficient 0 where a
-    pathway has none; pipeline.pathways)."""
-    variant = np.zeros((len(pw.direct_variant), 2), dtype=np.int64)
-    coef = np.zeros((len(pw.direct_variant), 2))
-    variant[:, 0], coef[:, 0] = np.maximum(pw.direct_variant, 0), pw.direct
-    if pw.pleio_variant is not None:
-        variant[:, 1] = np.maximum(pw.pleio_variant, 0)
-        coef[:, 1] = np.where(pw.pleio_variant >= 0, pw.pleio, 0.0)
-    return variant, coef
+def genotype_terms(pw) -> tuple:
+    """Every pathway's own genotype terms as flat arrays (pathway m's are
+    ``indptr[m]:indptr[m + 1]``): G_m first, then in a world planting T7 the pleiotropic
+    instrument of an ordinary protein and in a hard world its polygenic background
+    (pipeline.pathways; none for a pathway nobody follows).  Returns (indptr, variant, coef)."""
+    return pw.genotype_terms()
 
 
 def coregulate(world, resid: np.ndarray, noise: np.ndarray, in_place: bool = False) -> np.ndarray:
@@ -114,7 +109,7 @@ def covariate_terms(world, pop, age_shift=0.0, bmi=None, proteins=None) -> np.nd
 def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray, pop: dict,
                    assay_noise: dict | None = None) -> tuple:
     """K_m and K_m_late ([n, M]; zero for a pathway nobody follows) from the feeders' raw
-    values: K_m = sum_j coef_j raw_j + L's covariate terms + direct_m G_m [+ pleio_m G_q, T7 worlds] + extra_m eps_m
+    values: K_m = sum_j coef_j raw_j + L's covariate terms + direct_m G_m [+ its other genotype terms] + extra_m eps_m
     (unit variance) and K_m_late = late_k K_m + sum_j late_coef_j raw_j (pipeline.pathways).
     A co-regulated anchor feeds with its abundance, its raw value less ``assay_noise[p]``
     (its assay's own noise), as L reads the T4 driver's abundance.  The sums run in
@@ -126,8 +121,8 @@ def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray
     k, late = np.zeros((n, M)), np.zeros((n, M))
     if not M:
         return k, late
-    dv, dc = direct_terms(pw)
-    g = standardised_genotypes(world, dosage, dv.ravel()).reshape(-1, M, 2)
+    gi, gv, gc = genotype_terms(pw)
+    g = standardised_genotypes(world, dosage, gv)
     x = covariate_matrix(pop)
     terms = dot(x, pw.cov_coef.T) if pw.cov_coef is not None and len(pw.cov_coef) else np.zeros((n, M))
     indptr, feeders, coef, late_coef = _pathway_feeders(pw)
@@ -137,7 +132,7 @@ def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray
         adjust_col[p] = j
     adjust = np.column_stack([v for _, v in noise]) if noise else np.zeros((n, 0))
     pathway_sums(kernel_array(raw), adjust_col, kernel_array(adjust), kernel_array(pw.extra), kernel_array(extra),
-                 kernel_array(dc), kernel_array(g), kernel_array(terms), (pw.direct_variant >= 0).astype(np.uint8),
+                 gi, kernel_array(gc), kernel_array(g), kernel_array(terms), (pw.direct_variant >= 0).astype(np.uint8),
                  indptr, feeders, coef, kernel_array(pw.late_k), late_coef, k, late)
     return k, late
 
@@ -224,24 +219,23 @@ class BlockMolecules:
             for j, (p, _) in enumerate(noise):
                 adjust_col[p] = j
             adjust = np.column_stack([v for _, v in noise]) if noise else np.zeros((n, 0))
-            dv, dc = direct_terms(pw)
-            q = w.af[dv]
+            gi, gv, gc = genotype_terms(pw)
+            q = w.af[gv]
             twoq, gsd = 2.0 * q, np.sqrt(2.0 * q * (1.0 - q))  # as standardised_genotypes
             path_cov = pw.cov_coef if pw.cov_coef is not None and len(pw.cov_coef) else np.zeros((M, 4))
             indptr, feeders, coef, late_coef = _pathway_feeders(pw)
             followers = np.flatnonzero(pw.follows >= 0)
             k, late = self.pathway_k, self.pathway_late
-            path = (adjust_col, f64(adjust), f64(pw.extra), self.pathway_eps, f64(dc),
-                    i64(dv), f64(twoq), f64(gsd), f64(path_cov),
+            path = (adjust_col, f64(adjust), f64(pw.extra), self.pathway_eps, i64(gi), f64(gc),
+                    i64(gv), f64(twoq), f64(gsd), f64(path_cov),
                     (pw.direct_variant >= 0).astype(np.uint8), indptr, feeders, coef, f64(pw.late_k), late_coef,
                     i64(followers), i64(pw.follows[followers]), (pw.follower_kind[followers] != BASELINE).astype(np.uint8),
                     f64(pw.follower_loading))
         else:
             k = late = np.zeros((n, 0))
             none_i, none_f = np.zeros(0, np.int64), np.zeros(0)
-            none_i2, none_f2 = np.zeros((0, 2), np.int64), np.zeros((0, 2))
-            path = (np.full(w.n_proteins, -1, np.int64), np.zeros((n, 0)), none_f, np.zeros((n, 0)), none_f2, none_i2, none_f2,
-                    none_f2, np.zeros((0, 4)), np.zeros(0, np.uint8), np.zeros(1, np.int64), none_i, none_f, none_f, none_f,
+            path = (np.full(w.n_proteins, -1, np.int64), np.zeros((n, 0)), none_f, np.zeros((n, 0)), np.zeros(1, np.int64),
+                    none_f, none_i, none_f, none_f, np.zeros((0, 4)), np.zeros(0, np.uint8), np.zeros(1, np.int64), none_i, none_f, none_f, none_f,
                     none_i, none_i, np.zeros(0, np.uint8), np.zeros(w.n_proteins))
         proteins(self.dosage, self.gmean, self.ginv, i64(w.protein_cis), f64(np.sqrt(w.protein_h2)), i64(w.protein_master),
                  float(TRANS_EFFECT), self.factors, f64(w.protein_loadings), self.protein_resid, f64(residual_scale(w)),

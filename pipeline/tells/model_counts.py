@@ -3,8 +3,8 @@
 ``instrument.n_significant_variants`` (``pipeline.tells.genetics``) counts each protein's
 genome-wide significant variants (|r| > 5.45 / sqrt(n), p = 5e-8).  A protein's count is its
 sources' (its own cis variant, its own trans variant, and for a follower every variant its
-process carries: the feeders' cis and trans variants, the process's own variant and in a T7
-world its pleiotropic protein's cis variant; for the
+process carries: the feeders' cis and trans variants, the process's own variant, in a T7
+world its pleiotropic protein's cis variant and in a hard world its polygenic background; for the
 T2 decoy and the A9 partner every variant that moves L) plus, for each source whose effect
 clears the bar, the variants in LD strong enough to clear it too.  On one panel of worlds the
 realised counts of the roles are one draw; whether the *generator* sets roles apart is a
@@ -111,6 +111,8 @@ def expected_counts(world, decay_bp: float, n: Optional[int] = None) -> np.ndarr
             out.append((int(pm.direct_variant[m]), load * float(pm.direct[m]) * carry))
         if pm.pleio_variant is not None and pm.pleio_variant[m] >= 0:
             out.append((int(pm.pleio_variant[m]), load * float(pm.pleio[m]) * carry))
+        if pm.poly_variants is not None:
+            out += [(int(v), load * float(c) * carry) for v, c in zip(pm.poly_variants[m], pm.poly_coef[m])]
         return out
 
     def l_sources(key: str, loading: float):

@@ -142,6 +142,8 @@ def _pathway_inputs(rng, n=37, P=23, M=6, v=40, F=3):
     adjust_col = np.full(P, -1, np.int64)
     adjust_col[feeders[:2]] = [0, 1]
     followers = np.sort(rng.choice(P, 7, replace=False)).astype(np.int64)
+    g_indptr = np.concatenate([[0], np.cumsum(rng.integers(1, 5, M))]).astype(np.int64)
+    g_var = rng.integers(0, v, g_indptr[-1]).astype(np.int64)
     return dict(
         dosage=dosage, gmean=2 * q, ginv=1 / np.sqrt(2 * q * (1 - q)), cis=rng.integers(0, v, P).astype(np.int64),
         cis_coef=rng.uniform(0.1, 0.5, P), master=np.where(rng.random(P) < 0.3, rng.integers(0, v, P), -1).astype(np.int64),
@@ -149,10 +151,10 @@ def _pathway_inputs(rng, n=37, P=23, M=6, v=40, F=3):
         resid=rng.standard_normal((n, P)), resid_scale=rng.uniform(0.5, 1.0, P), resid_coef=0.8,
         covariates=rng.standard_normal((n, 4)), cov_coef=rng.standard_normal((P, 4)), adjust_col=adjust_col,
         adjust=rng.standard_normal((n, 2)), extra_coef=rng.standard_normal(M), extra=rng.standard_normal((n, M)),
-        # each pathway's own variant and, for some, a second one (a T7 world's pleiotropic instrument)
-        direct_coef=np.column_stack([rng.standard_normal(M), np.where(rng.random(M) < 0.5, rng.standard_normal(M), 0.0)]),
-        direct_variant=rng.integers(0, v, (M, 2)).astype(np.int64), twoq=2 * q[:2 * M].reshape(M, 2),
-        gsd=np.sqrt(2 * q[:2 * M] * (1 - q[:2 * M])).reshape(M, 2), path_cov=rng.standard_normal((M, 4)),
+        # each pathway's genotype terms: its own variant and, for some, more (a T7 world's pleiotropic
+        # instrument, a hard world's polygenic background)
+        g_indptr=g_indptr, g_coef=rng.standard_normal(g_indptr[-1]), g_variant=g_var,
+        twoq=2 * q[g_var], gsd=np.sqrt(2 * q[g_var] * (1 - q[g_var])), path_cov=rng.standard_normal((M, 4)),
         active=(rng.random(M) < 0.7).astype(np.uint8), indptr=indptr, feeders=feeders,
         coef=rng.standard_normal(indptr[-1]), late_k=rng.standard_normal(M), late_coef=rng.standard_normal(indptr[-1]),
         followers=followers, path=rng.integers(0, M, len(followers)).astype(np.int64),
@@ -180,8 +182,9 @@ def test_row_wise_omics_kernels_match_twins():
         r2 = np.empty((n, P))
         omics.add_covariate_terms(b2, a["covariates"], a["cov_coef"], r2)
         assert np.array_equal(r2, twin.add_covariate_terms(b2, a["covariates"], a["cov_coef"]))
-        pk = ("adjust_col", "adjust", "extra_coef", "extra", "direct_coef")
-        g, terms = np.random.default_rng(9).standard_normal((n, M, 2)), np.random.default_rng(10).standard_normal((n, M))
+        pk = ("adjust_col", "adjust", "extra_coef", "extra", "g_indptr", "g_coef")
+        g = np.random.default_rng(9).standard_normal((n, len(a["g_variant"])))
+        terms = np.random.default_rng(10).standard_normal((n, M))
         k2, l2 = np.empty((n, M)), np.empty((n, M))
         rest = (a["active"], a["indptr"], a["feeders"], a["coef"], a["late_k"], a["late_coef"])
         omics.pathway_sums(r2, *(a[x] for x in pk), g, terms, *rest, k2, l2)
