@@ -333,14 +333,14 @@ def warm_up() -> None:
     fill_normal(rng, np.empty((2, 3)))
     normal_rows(rng, 2, np.array([1], np.int64), np.empty((1, 3)))
     k, late = np.empty((2, 1)), np.empty((2, 1))
-    pathway_sums(out, np.full(3, -1, np.int64), np.zeros((2, 0)), np.ones(1), np.ones((2, 1)), np.ones(1), np.ones((2, 1)),
-                 np.ones((2, 1)), np.ones(1, np.uint8), np.array([0, 2], np.int64), np.array([0, 1], np.int64), np.ones(2),
-                 np.ones(1), np.ones(2), k, late)
+    pathway_sums(out, np.full(3, -1, np.int64), np.zeros((2, 0)), np.ones(1), np.ones((2, 1)), np.array([0, 1], np.int64),
+                 np.ones(1), np.ones((2, 1)), np.ones((2, 1)), np.ones(1, np.uint8), np.array([0, 2], np.int64),
+                 np.array([0, 1], np.int64), np.ones(2), np.ones(1), np.ones(2), k, late)
     add_paths(out, np.empty((2, 3)), k, late, np.array([2], np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8),
               np.ones(3))
     proteins(d, gm, gi, cis, coef, master, 0.1, np.ones((2, 2)), np.ones((3, 2)), np.ones((2, 3)), np.ones(3), 0.8,
-             np.ones((2, 4)), np.ones((3, 4)), np.full(3, -1, np.int64), np.zeros((2, 0)), np.ones(1), np.ones((2, 1)), np.ones(1),
-             np.zeros(1, np.int64), np.ones(1), np.ones(1), np.ones((1, 4)), np.ones(1, np.uint8), np.array([0, 2], np.int64),
+             np.ones((2, 4)), np.ones((3, 4)), np.full(3, -1, np.int64), np.zeros((2, 0)), np.ones(1), np.ones((2, 1)),
+             np.array([0, 1], np.int64), np.ones(1), np.zeros(1, np.int64), np.ones(1), np.ones(1), np.ones((1, 4)), np.ones(1, np.uint8), np.array([0, 2], np.int64),
              np.array([0, 1], np.int64), np.ones(2), np.ones(1), np.ones(2), np.array([2], np.int64), np.zeros(1, np.int64),
              np.zeros(1, np.uint8), np.ones(3), np.empty((2, 3)), np.empty((2, 3)), k, late)
     standardise(out, np.zeros(3), np.ones(3), out)

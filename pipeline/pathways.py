@@ -28,7 +28,7 @@ e^2 is the variance L has outside its proteins, of which G_m, a variant of its o
 planted L also holds the T7 decoy's cis variant (0.15 per SD, a protein L does not read), so each
 pathway with followers holds the cis variant of an ordinary protein outside it (``pleio_protein``,
 each pathway a different one) with that coefficient in its own units: L's followers then carry
-no variant source an ordinary follower lacks (issue 29; ``pipeline.tells.model_counts``).
+no variant source an ordinary follower lacks (issue 29; ``pipeline.model_counts``).
 
 Between visits the followers behave as L's do: at visit 2 a baseline follower reads
 K_m_late and a late follower K_m_late carried on five more years (as the T2 decoy reads

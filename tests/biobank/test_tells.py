@@ -221,7 +221,7 @@ def test_roles_sharing_one_component_are_one_observation_of_the_pooled_cells():
 
 
 def test_expected_significant_counts_track_the_released_ones(tiny_world_noimaging):
-    """``pipeline.tells.model_counts`` predicts each protein's count of genome-wide significant
+    """``pipeline.model_counts`` predicts each protein's count of genome-wide significant
     variants from the world model alone (its sources and their expected LD), so that whether
     the generator sets roles apart can be asked of its distribution over fresh seeds rather
     than of one panel's draws.  On the all-biases tiny world the prediction's mean is the
@@ -230,7 +230,7 @@ def test_expected_significant_counts_track_the_released_ones(tiny_world_noimagin
     docs/validity.md)."""
     import yaml
 
-    from pipeline.tells import model_counts
+    from pipeline import model_counts
 
     world_yaml = (Path(tiny_world_noimaging) / "sealed" / "world.yaml").read_text()
     world = sample_world(config.from_record(world_yaml, str(Path(tiny_world_noimaging).parent)))
@@ -256,7 +256,7 @@ def test_roles_expected_significant_counts_rank_as_their_class_over_fresh_worlds
     +6.5, A9 partner +3.1).  The bar 3.5 sits between."""
     from scipy.special import ndtri
 
-    from pipeline.tells import model_counts
+    from pipeline import model_counts
 
     def run(leaks: tuple):
         obs = model_counts.sample_ranks(world, "paper", worlds, leaks)

@@ -443,7 +443,7 @@ def test_in_a_t7_world_every_followed_pathway_holds_an_ordinary_proteins_instrum
     different one) with the same coefficient in its own units, so L's followers carry no
     variant source ordinary followers lack (issue 29: at paper scale the T2 decoy and the A9
     partner had more genome-wide significant variants than their classes in T7 worlds, z +2.5
-    and +2.7 over 40 fresh worlds; ``pipeline.tells.model_counts``); elsewhere, or with the
+    and +2.7 over 40 fresh worlds; ``pipeline.model_counts``); elsewhere, or with the
     test-only g_m_only leak, no pathway holds one."""
     for name, w in panel.items():
         pw, r = w.pathways, w.roles

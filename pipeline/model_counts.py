@@ -1,5 +1,8 @@
 """The tell scan's genetic-count statistic in expectation, from the world model alone (issue 29).
 
+A check of the generator, not of a release: it reads the world model itself (which the judging
+side, ``pipeline.tells`` included, may not import), so it lives beside the generator.
+
 ``instrument.n_significant_variants`` (``pipeline.tells.genetics``) counts each protein's
 genome-wide significant variants (|r| > 5.45 / sqrt(n), p = 5e-8).  A protein's count is its
 sources' (its own cis variant, its own trans variant, and for a follower every variant its
@@ -19,7 +22,7 @@ ordinary proteins of its pathway class (as the scan's ``@class`` cells do) and t
 pooled over freshly seeded worlds as the scan pools them (``pipeline.tells.scan``), the roles
 that carry one component counted once.
 
-    python -m pipeline.tells.model_counts world=standard-01 scale=paper --worlds 40
+    python -m pipeline.model_counts world=standard-01 scale=paper --worlds 40
 
 On the kept paper-scale panel worlds (standard-01..05, hard-01) the expected counts track the
 released ones (T2 decoy 20/12/19/5/18 expected against 17/13/18/5/19 found; docs/validity.md).
@@ -60,7 +63,7 @@ class _Neighbours:
     """Expected haplotype r of every linked pair, by variant."""
 
     def __init__(self, world, decay_bp: float):
-        from .. import ld
+        from . import ld
 
         i, j, r2 = ld.linked_pairs(world.contig, world.position, world.af, decay_bp, r2_min=R2_FLOOR)
         r = np.sqrt(r2)
@@ -75,11 +78,11 @@ class _Neighbours:
 
 def expected_counts(world, decay_bp: float, n: Optional[int] = None) -> np.ndarray:
     """Expected count of genome-wide significant variants of every protein of ``world``."""
-    from .. import linkage
-    from ..model import linear
-    from ..model.constants import PROTEIN_RESIDUAL
-    from ..model.sampler import covariate_moments
-    from ..pathways import LATE
+    from . import linkage
+    from .model import linear
+    from .model.constants import PROTEIN_RESIDUAL
+    from .model.sampler import covariate_moments
+    from .pathways import LATE
 
     n = int(n or world.n)
     t = Z_GENOME_WIDE / np.sqrt(n)
@@ -167,9 +170,9 @@ def world_ranks(world, decay_bp: float, n: Optional[int] = None) -> list:
     as the scan's observations: dicts (protein, kind, u, value, unit)."""
     import pandas as pd
 
-    from ..pathways import BASELINE, LATE
-    from .exemptions import PLANTED_CLASS
-    from .scan import percentiles, shared_group
+    from .pathways import BASELINE, LATE
+    from .tells.exemptions import PLANTED_CLASS
+    from .tells.scan import percentiles, shared_group
 
     counts = expected_counts(world, decay_bp, n)
     kinds = role_kinds_of(world)
@@ -199,7 +202,7 @@ def fresh_seed(label: str, i: int) -> str:
 
 def pooled(observations: list) -> dict:
     """The scan's pooled tests per role kind and over every role (shared-component groups once)."""
-    from .scan import cluster_scores, pooled_test
+    from .tells.scan import cluster_scores, pooled_test
 
     out = {}
     for kind in sorted({o["kind"] for o in observations}):
@@ -212,8 +215,8 @@ def sample_ranks(world_name: str, scale: str, worlds: int, overrides: tuple = ()
     """Observations of ``worlds`` freshly seeded worlds of config ``world_name`` at ``scale``
     (counted at ``n`` participants, default the scale's: a larger n magnifies a difference in
     the variants a process carries, whose LD neighbours clear the bar more often)."""
-    from .. import config
-    from ..model.sampler import sample_world
+    from . import config
+    from .model.sampler import sample_world
 
     obs = []
     for i in range(worlds):
@@ -225,7 +228,7 @@ def sample_ranks(world_name: str, scale: str, worlds: int, overrides: tuple = ()
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.tells.model_counts", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m pipeline.model_counts", description=__doc__.split("\n\n")[0])
     ap.add_argument("overrides", nargs="*", help="world=NAME scale=NAME and other world overrides")
     ap.add_argument("--worlds", type=int, default=40, help="freshly seeded worlds (default 40)")
     args = ap.parse_args(argv)
