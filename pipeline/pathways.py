@@ -111,7 +111,7 @@ class PathwayModel:
     pleio_variant: np.ndarray = None  # [M] that protein's cis variant (-1 none)
     pleio: np.ndarray = None  # [M] its coefficient in K_m (T7's direct effect on L, in K_m's units)
     poly_variants: list = None  # per pathway, in a hard world: the variants of its polygenic background (as L's)
-X
+    poly_coef: list = None  # per pathway: their coefficients in K_m (standardised; squares sum to L's background share)
 
     def genotype_terms(self) -> tuple:
         """Every pathway's own genotype terms as flat arrays (pathway m's are ``indptr[m]:indptr[m + 1]``):
