@@ -260,9 +260,9 @@ def test_roles_expected_significant_counts_rank_as_their_class_over_fresh_worlds
 
     def run(leaks: tuple):
         obs = model_counts.sample_ranks(world, "paper", worlds, leaks)
-        worlds = sorted({o["world"] for o in obs})
+        drawn = sorted({o["world"] for o in obs})
         unit = [np.mean([ndtri(o["u"]) for o in obs if o["world"] == w and o["kind"] in ("T2", "a9_partner")])
-                for w in worlds]
+                for w in drawn]
         return model_counts.pooled(obs), float(np.sum(unit) / math.sqrt(len(unit)))
 
     cells, shift = run(())
