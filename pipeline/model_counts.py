@@ -36,8 +36,6 @@ from typing import Optional
 
 import numpy as np
 
-#: Trans effect per SD of its variant (S1.1: sqrt(0.01)); pipeline.linkage uses the same.
-TRANS_EFFECT = 0.1
 #: |z| of a genome-wide significant association (p = 5e-8, two-sided).
 Z_GENOME_WIDE = 5.45
 #: Expected r^2 below which a pair is never counted (r * effect < t needs r < 0.06 at any effect <= 1 at n = 54,000).
@@ -45,18 +43,13 @@ R2_FLOOR = 1e-3
 
 
 def role_kinds_of(world) -> dict:
-    """protein index -> role kind, as ``sealed_checks.role_kinds`` names them from the truth."""
-    r = world.roles
-    kinds = {int(d): "driver" for d in r.drivers}
-    if r.a9_causal is not None:
-        kinds[int(r.a9_causal)], kinds[int(r.a9_partner)] = "a9_driver", "a9_partner"
-    if r.t4_causal is not None and r.t4_partner is not None:
-        kinds[int(r.t4_causal)], kinds[int(r.t4_partner)] = "t4_driver", "t4_partner"
-    for bias, p in r.decoys.items():
-        kinds[int(p)] = str(bias)
-    if r.surrogate is not None:
-        kinds[int(r.surrogate)] = "surrogate"
-    return kinds
+    """protein index -> role kind, read as the scan reads them (``sealed_checks.role_kinds`` of
+    the world's ``truth.json``)."""
+    from .tells.sealed_checks import role_kinds
+    from .writers.sealed import truth
+
+    index = {name: i for i, name in enumerate(world.protein_ids)}
+    return {index[name]: kind for name, kind in role_kinds(truth(world)).items()}
 
 
 class _Neighbours:
@@ -78,9 +71,8 @@ class _Neighbours:
 
 def expected_counts(world, decay_bp: float, n: Optional[int] = None) -> np.ndarray:
     """Expected count of genome-wide significant variants of every protein of ``world``."""
-    from . import linkage
     from .model import linear
-    from .model.constants import PROTEIN_RESIDUAL
+    from .model.constants import PROTEIN_RESIDUAL, TRANS_EFFECT
     from .model.sampler import covariate_moments
     from .pathways import LATE
 
@@ -119,17 +111,9 @@ def expected_counts(world, decay_bp: float, n: Optional[int] = None) -> np.ndarr
         return out
 
     def l_sources(key: str, loading: float):
-        lm = linkage.latent_model(world, cov_x)
-        out = []
-        for e in linkage.mover_effects(world, lm, world.polygenic_effects):
-            kind = e["kind"]
-            if kind == "driver_trans" and world.protein_master[e["protein"]] < 0:
-                continue
-            v = {"driver_cis": lambda: world.protein_cis[e["protein"]], "driver_trans": lambda: world.protein_master[e["protein"]],
-                 "direct": lambda: world.direct_variant, "T7_cis": lambda: world.protein_cis[e["protein"]],
-                 "polygenic": lambda: world.polygenic_variants[e["index"]]}[kind]()
-            out.append((int(v), loading * float(e[key])))
-        return out
+        """Every variant that moves L (the sampler's record, ``world.extras["movers"]``) with
+        ``loading`` x its effect on L (``beta_l``) or L_late (``beta_late``)."""
+        return [(int(e["variant"]), loading * float(e[key])) for e in world.extras.get("movers") or []]
 
     special, special_cov = {}, {}
     if "T2" in r.decoys:

@@ -117,19 +117,23 @@ class PathwayModel:
         """Every pathway's own genotype terms as flat arrays (pathway m's are ``indptr[m]:indptr[m + 1]``):
         G_m first, then the pleiotropic instrument (T7 worlds), then the polygenic background (hard
         worlds); none for a pathway nobody follows.  Returns (indptr int64, variant int64, coef float64)."""
-        variant, coef, indptr = [], [], [0]
-        for m in range(len(self.direct_variant)):
-            if self.direct_variant[m] >= 0:
-                variant.append(int(self.direct_variant[m]))
-                coef.append(float(self.direct[m]))
-                if self.pleio_variant is not None and self.pleio_variant[m] >= 0:
-                    variant.append(int(self.pleio_variant[m]))
-                    coef.append(float(self.pleio[m]))
-                if self.poly_variants is not None and len(self.poly_variants[m]):
-                    variant += [int(v) for v in self.poly_variants[m]]
-                    coef += [float(c) for c in self.poly_coef[m]]
-            indptr.append(len(variant))
-        return (np.array(indptr, dtype=np.int64), np.array(variant, dtype=np.int64), np.array(coef, dtype=np.float64))
+        M = len(self.direct_variant)
+        variant, coef, sizes = [], [], np.zeros(M, dtype=np.int64)
+        for m in np.flatnonzero(self.direct_variant >= 0):
+            v, c = [self.direct_variant[m:m + 1]], [self.direct[m:m + 1]]
+            if self.pleio_variant is not None and self.pleio_variant[m] >= 0:
+                v.append(self.pleio_variant[m:m + 1])
+                c.append(self.pleio[m:m + 1])
+            if self.poly_variants is not None:
+                v.append(self.poly_variants[m])
+                c.append(self.poly_coef[m])
+            variant += v
+            coef += c
+            sizes[m] = sum(len(x) for x in v)
+        indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        if not variant:
+            return indptr, np.zeros(0, dtype=np.int64), np.zeros(0)
+        return indptr, np.concatenate(variant).astype(np.int64), np.concatenate(coef).astype(np.float64)
 
     def summary(self, pid: list) -> dict:
         out = []
@@ -344,7 +348,9 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
     coef, extra, direct, late_coef, late_k, rho_m, cov_change, weights_m, members = [], [], [], [], [], [], [], [], []
     pleio = []
     t7, poly = float(getattr(design, "t7", 0.0)), float(getattr(design, "poly", 0.0))
-    poly_share = poly ** 2 / latent_model(world, cov_x).sd_l ** 2 if poly > 0 else 0.0
+    needs_l = poly > 0 or "T2" in r.decoys or r.a9_partner is not None
+    lm = latent_model(world, cov_x) if needs_l else None  # L and L_late: the polygenic share, the T2 and A9 paths
+    poly_share = poly ** 2 / lm.sd_l ** 2 if poly > 0 else 0.0
     cov_coef = []
     x_scale = np.ones(4)  # content is per unit of X already (age - 55, sex, BMI - 27, smoking)
 
@@ -420,7 +426,6 @@ def build(world, rng, weight_range: tuple, t1_loading: float, t2_loading: float,
         # that once BMI is adjusted for (as every analysis does) it is an ordinary protein
         special["T1"] = float(residual_sd[int(t1)])
     if "T2" in r.decoys or r.a9_partner is not None:  # a null world's L still carries covariate terms
-        lm = latent_model(world, cov_x)
         paths = {}
         if "T2" in r.decoys:
             paths["T2"] = (int(r.decoys["T2"]), lm.a_l, t2_loading)

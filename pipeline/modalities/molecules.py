@@ -73,14 +73,6 @@ def standardised_genotypes(world, dosage: np.ndarray, columns: np.ndarray) -> np
     return (dosage[:, columns] - 2.0 * q) / np.sqrt(2.0 * q * (1.0 - q))
 
 
-def genotype_terms(pw) -> tuple:
-    """Every pathway's own genotype terms as flat arrays (pathway m's are
-    ``indptr[m]:indptr[m + 1]``): G_m first, then in a world planting T7 the pleiotropic
-    instrument of an ordinary protein and in a hard world its polygenic background
-    (pipeline.pathways; none for a pathway nobody follows).  Returns (indptr, variant, coef)."""
-    return pw.genotype_terms()
-
-
 def coregulate(world, resid: np.ndarray, noise: np.ndarray, in_place: bool = False) -> np.ndarray:
     """Residuals with each co-regulated pair's shared abundance: member m gets
     sqrt(s) x the anchor's draw + sqrt(1 - s) x its own draw, the anchor the same
@@ -121,7 +113,7 @@ def pathway_values(world, raw: np.ndarray, extra: np.ndarray, dosage: np.ndarray
     k, late = np.zeros((n, M)), np.zeros((n, M))
     if not M:
         return k, late
-    gi, gv, gc = genotype_terms(pw)
+    gi, gv, gc = pw.genotype_terms()
     g = standardised_genotypes(world, dosage, gv)
     x = covariate_matrix(pop)
     terms = dot(x, pw.cov_coef.T) if pw.cov_coef is not None and len(pw.cov_coef) else np.zeros((n, M))
@@ -219,7 +211,7 @@ class BlockMolecules:
             for j, (p, _) in enumerate(noise):
                 adjust_col[p] = j
             adjust = np.column_stack([v for _, v in noise]) if noise else np.zeros((n, 0))
-            gi, gv, gc = genotype_terms(pw)
+            gi, gv, gc = pw.genotype_terms()
             q = w.af[gv]
             twoq, gsd = 2.0 * q, np.sqrt(2.0 * q * (1.0 - q))  # as standardised_genotypes
             path_cov = pw.cov_coef if pw.cov_coef is not None and len(pw.cov_coef) else np.zeros((M, 4))
